@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tarfile
 
 import pytest
 import yaml
@@ -28,10 +29,10 @@ def write_inventory(tmp_path, fixture_host, extra_host_vars=None):
     return path
 
 
-def run_playbook(inventory, *args):
+def run_playbook(inventory, *args, playbook="plan.yml"):
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_FORCE_COLOR="0")
-    proc = subprocess.run(["ansible-playbook", "-i", str(inventory), os.path.join(ROOT, "playbooks", "plan.yml"), *args],
+    proc = subprocess.run(["ansible-playbook", "-i", str(inventory), os.path.join(ROOT, "playbooks", playbook), *args],
                           capture_output=True, text=True, env=env, timeout=300, cwd=ROOT, check=False)
     return proc.returncode, proc.stdout + proc.stderr
 
@@ -82,3 +83,16 @@ def test_relative_sysfs_root_is_refused_by_preflight(tmp_path, fixture_host):
     inventory = write_inventory(tmp_path, fixture_host, {"twin": {"passthrough_sysfs_root": "sys"}})
     rc, out = run_playbook(inventory, "--limit", "twin")
     assert rc != 0 and "Host twin: passthrough_sysfs_root (sys)" in out and "must be absolute paths" in out
+
+
+def test_capture_playbook_archive_plans_like_the_host(tmp_path, fixture_host, facts_module):
+    inventory = write_inventory(tmp_path, fixture_host)
+    captures = tmp_path / "captures"
+    rc, out = run_playbook(inventory, "--limit", "twin", "-e", f"capture_dir={captures}", playbook="capture.yml")
+    assert rc == 0, out
+    assert "captured 11 PCI functions" in out
+    with tarfile.open(captures / "twin.tar.gz") as tar:
+        tar.extractall(tmp_path / "twin", filter="tar")
+    root = fixture_host("console-twin")
+    original = facts_module.discover(f"{root}/sys", f"{root}/proc")
+    assert facts_module.discover(str(tmp_path / "twin" / "sys"), str(tmp_path / "twin" / "proc")) == original
