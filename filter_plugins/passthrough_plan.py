@@ -1,0 +1,531 @@
+# -*- coding: utf-8 -*-
+# Copyright: open-gpu-cloud contributors
+# Apache License 2.0 (see LICENSE)
+"""Group-safe GPU passthrough planning: which GPUs Nova gets, and what the host must do for that.
+
+The planner is a pure function of the facts from ``pci_passthrough_facts`` and an optional operator
+policy. Its rules come from how the kernel and Nova behave:
+
+* A VM can use a device only if every endpoint in its IOMMU group is bound to vfio-pci (or has no
+  driver); PCI bridges (class 0604/0609) in a group need nothing. So a GPU whose group also holds a
+  NIC, a disk controller or the host's console cannot be passed safely, and the ACS override is not
+  an option here.
+* Devices in one group cannot go to different VMs, so Nova is offered one GPU per group (the lowest
+  address); the group's other GPUs are still bound to vfio-pci so that the group stays viable.
+* The other functions of a card (HD audio, USB, UCSI) share its slot and group and go with it.
+* ``vfio-pci.ids=`` claims every device with those IDs. When a device with the same IDs must stay on
+  the host (the console GPU, an ineligible twin), those IDs are not used and the passable devices
+  are bound by address instead.
+* Nova classifies a device with SR-IOV capability as ``type-PF``, others as ``type-PCI``; an alias
+  with the wrong type matches nothing.
+* ``amd_iommu=on`` is not an option the kernel knows (it logs "AMD-Vi: Unknown option - 'on'"): the
+  AMD IOMMU is on when the firmware enables it. It is planned only when policy asks for it.
+"""
+
+from __future__ import annotations
+
+import re
+
+try:  # Ansible is present when this runs as a filter; tests may import the logic without it.
+    from ansible.errors import AnsibleFilterError
+except ImportError:  # pragma: no cover - exercised only outside Ansible
+    class AnsibleFilterError(Exception):
+        """Stand-in used when Ansible is not importable."""
+
+ADDRESS_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+SHORT_ADDRESS_RE = re.compile(r"^[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+MODEL_ID_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{4}$")
+VENDOR_RE = re.compile(r"^[0-9a-f]{4}$")
+ALIAS_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+NVIDIA = "10de"
+AMD_GPU = "1002"
+DEFAULT_VENDORS = (NVIDIA, AMD_GPU)
+VENDOR_NAMES = {NVIDIA: "nvidia", AMD_GPU: "amd", "1a03": "aspeed", "102b": "matrox", "8086": "intel",
+                "1234": "qemu", "1b36": "redhat", "15ad": "vmware", "1af4": "virtio"}
+
+# Known GPU models: "vendor:product" -> (alias name, model name). Operators extend or rename through
+# the policy's alias_names; unknown models get a stable generated name (<vendor>-<product>).
+KNOWN_MODELS = {
+    "10de:1db4": ("tesla-v100", "Tesla V100 PCIe 16GB"),
+    "10de:1db5": ("tesla-v100-sxm2", "Tesla V100 SXM2 16GB"),
+    "10de:1db6": ("tesla-v100-32g", "Tesla V100 PCIe 32GB"),
+    "10de:1eb8": ("t4", "Tesla T4"),
+    "10de:20b0": ("a100-sxm4", "A100 SXM4 40GB"),
+    "10de:20b2": ("a100-sxm4-80g", "A100 SXM4 80GB"),
+    "10de:20b5": ("a100-80g", "A100 PCIe 80GB"),
+    "10de:20f1": ("a100", "A100 PCIe 40GB"),
+    "10de:20b7": ("a30", "A30"),
+    "10de:2235": ("a40", "A40"),
+    "10de:2236": ("a10", "A10"),
+    "10de:2230": ("rtx-a6000", "RTX A6000"),
+    "10de:2330": ("h100-sxm5", "H100 SXM5 80GB"),
+    "10de:2331": ("h100", "H100 PCIe"),
+    "10de:26b5": ("l40", "L40"),
+    "10de:26b9": ("l40s", "L40S"),
+    "10de:27b8": ("l4", "L4"),
+    "10de:1e04": ("rtx-2080-ti", "GeForce RTX 2080 Ti"),
+    "10de:1e07": ("rtx-2080-ti", "GeForce RTX 2080 Ti"),
+    "10de:1e87": ("rtx-2080", "GeForce RTX 2080"),
+    "10de:1f08": ("rtx-2060", "GeForce RTX 2060"),
+    "10de:2204": ("rtx-3090", "GeForce RTX 3090"),
+    "10de:2684": ("rtx-4090", "GeForce RTX 4090"),
+    "1002:738c": ("mi100", "Instinct MI100"),
+    "1002:740f": ("mi210", "Instinct MI210"),
+}
+
+# Class codes in plain words, for reasons an operator can read ("what else is in that group").
+CLASS_NAMES = {
+    "0100": "SCSI controller", "0101": "IDE controller", "0104": "RAID controller",
+    "0106": "SATA controller", "0107": "SAS controller", "0108": "NVMe controller",
+    "0200": "Ethernet controller", "0207": "InfiniBand controller", "0280": "network controller",
+    "0300": "VGA controller", "0302": "3D controller", "0380": "display controller",
+    "0403": "HD audio", "0600": "host bridge", "0601": "ISA bridge", "0604": "PCI bridge",
+    "0805": "SD host controller", "0806": "IOMMU", "0c03": "USB controller", "0c05": "SMBus controller",
+    "0c80": "USB-C UCSI controller", "1080": "encryption controller", "1101": "signal processing controller",
+}
+BRIDGE_CLASSES = ("0604", "0609")
+# Host drivers that must load after vfio-pci so they do not claim a passed device first.
+GPU_DRIVERS = {NVIDIA: ("nouveau", "nvidia", "nvidiafb"), AMD_GPU: ("amdgpu", "radeon")}
+FUNCTION_DRIVERS = {"0403": "snd_hda_intel", "0c03": "xhci_pci", "0c80": "i2c_nvidia_gpu"}
+# Driver names as sysfs shows them -> the module that provides them (softdep takes module names).
+DRIVER_MODULES = {"xhci_hcd": "xhci_pci", "nvidia-gpu": "i2c_nvidia_gpu"}
+NVIDIA_BLACKLIST = ["nouveau", "nvidiafb"]
+EARLY_MODULES = ["vfio", "vfio_iommu_type1", "vfio_pci"]
+
+
+def _err(host, message):
+    prefix = f"host {host}: " if host else ""
+    return AnsibleFilterError(f"passthrough_plan: {prefix}{message}")
+
+
+def class_name(class_id: str) -> str:
+    return CLASS_NAMES.get(class_id[:4], f"class {class_id[:4]} device")
+
+
+def normalise_address(value, host=None, where="address") -> str:
+    """Return the full lowercase form of a PCI address (``27:00.0`` -> ``0000:27:00.0``)."""
+    text = str(value).strip().lower()
+    if SHORT_ADDRESS_RE.match(text):
+        text = "0000:" + text
+    if not ADDRESS_RE.match(text):
+        raise _err(host, f"{where} {value!r} is not a PCI address; write it as 0000:27:00.0 (or 27:00.0)")
+    return text
+
+
+def model_alias(model_id: str, alias_names: dict) -> str:
+    if model_id in alias_names:
+        return alias_names[model_id]
+    if model_id in KNOWN_MODELS:
+        return KNOWN_MODELS[model_id][0]
+    vendor, product = model_id.split(":")
+    return f"{VENDOR_NAMES.get(vendor, 'pci-' + vendor)}-{product}"
+
+
+def _check_facts(facts, host):
+    if not isinstance(facts, dict):
+        raise _err(host, f"expected the pci_passthrough facts (a dict), got {type(facts).__name__}; "
+                         "run pci_passthrough_facts first and pass ansible_facts.pci_passthrough")
+    missing = [k for k in ("devices", "iommu_enabled") if k not in facts]
+    if missing:
+        raise _err(host, f"the facts lack {', '.join(missing)}: pass ansible_facts.pci_passthrough "
+                         "from the pci_passthrough_facts module")
+    if not isinstance(facts["devices"], list):
+        raise _err(host, "facts.devices must be a list of devices")
+    for dev in facts["devices"]:
+        if not isinstance(dev, dict) or not {"address", "vendor_id", "product_id", "class_id"} <= set(dev):
+            raise _err(host, f"malformed device entry {dev!r}: each needs address, vendor_id, product_id, class_id")
+
+
+def _check_policy(policy, by_addr, host):
+    if policy is None:
+        policy = {}
+    if not isinstance(policy, dict):
+        raise _err(host, f"the policy must be a dict (passthrough_policy), got {type(policy).__name__}")
+    known = {"vendors", "alias_names", "exclude", "keep_on_host", "allow_unsafe_interrupts", "amd_iommu_on"}
+    unknown = sorted(set(policy) - known)
+    if unknown:
+        raise _err(host, f"unknown passthrough_policy key(s) {', '.join(unknown)}; known keys: {', '.join(sorted(known))}")
+
+    vendors = policy.get("vendors") or list(DEFAULT_VENDORS)
+    if not isinstance(vendors, list):
+        raise _err(host, "passthrough_policy.vendors must be a list of 4-hex-digit vendor ids, e.g. ['10de']")
+    vendors_out = []
+    for vendor in vendors:
+        text = str(vendor).lower().removeprefix("0x")
+        if not VENDOR_RE.match(text):
+            raise _err(host, f"passthrough_policy.vendors has {vendor!r}: write vendor ids as 4 hex digits, e.g. '10de'")
+        vendors_out.append(text)
+
+    alias_names = {}
+    raw_aliases = policy.get("alias_names") or {}
+    if not isinstance(raw_aliases, dict):
+        raise _err(host, "passthrough_policy.alias_names must map 'vendor:product' to an alias name")
+    for model_id, name in raw_aliases.items():
+        key = str(model_id).lower()
+        if not MODEL_ID_RE.match(key):
+            raise _err(host, f"passthrough_policy.alias_names key {model_id!r} is not a 'vendor:product' id "
+                             "in hex like '10de:1db4'")
+        if not isinstance(name, str) or not ALIAS_NAME_RE.match(name):
+            raise _err(host, f"passthrough_policy.alias_names[{model_id!r}] = {name!r} is not a valid alias name: "
+                             "use letters, digits, '.', '_' or '-' (no ':' or ','), at most 64 characters")
+        alias_names[key] = name
+
+    def addresses(key):
+        values = policy.get(key) or []
+        if not isinstance(values, list):
+            raise _err(host, f"passthrough_policy.{key} must be a list of PCI addresses")
+        out = []
+        for value in values:
+            address = normalise_address(value, host, f"passthrough_policy.{key} entry")
+            if address not in by_addr:
+                raise _err(host, f"passthrough_policy.{key} names {address}, which does not exist on this host; "
+                                 "check the address with lspci -D or remove it from the policy")
+            out.append(address)
+        return set(out)
+
+    return {
+        "vendors": vendors_out,
+        "alias_names": alias_names,
+        "exclude": addresses("exclude"),
+        "keep_on_host": addresses("keep_on_host"),
+        "allow_unsafe_interrupts": bool(policy.get("allow_unsafe_interrupts", False)),
+        "amd_iommu_on": bool(policy.get("amd_iommu_on", False)),
+    }
+
+
+def _slot(address: str) -> str:
+    return address.rsplit(".", 1)[0]
+
+
+def _describe(dev) -> str:
+    return f"{dev['address']} ({class_name(dev['class_id'])}, {dev['vendor_id']}:{dev['product_id']})"
+
+
+def _join(items):
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def passthrough_plan(facts, policy=None, host=None):
+    """Plan GPU passthrough for one host.
+
+    :param facts: ``ansible_facts.pci_passthrough`` from the ``pci_passthrough_facts`` module.
+    :param policy: optional operator policy: ``vendors`` (GPU vendor allow-list), ``alias_names``
+        (``{"10de:1db4": "v100"}``), ``exclude`` (addresses not offered to Nova), ``keep_on_host``
+        (addresses that must keep their host driver), ``allow_unsafe_interrupts``, ``amd_iommu_on``.
+    :param host: the inventory hostname, used in error messages and the plan.
+    :returns: the plan (see docs/design.md): ``selected``, ``excluded``, ``vfio_devices``, ``vfio_ids``,
+        ``bind_by_address``, ``host_devices``, ``aliases``, ``kernel_args``, ``kernel_args_absent``,
+        ``blacklist_modules``, ``softdep_drivers``, ``early_modules``, ``reboot_required``, ``pending``,
+        ``notes``, ``groups``.
+    :raises AnsibleFilterError: malformed facts or policy, naming the host, the key and the fix.
+    """
+    _check_facts(facts, host)
+    devices = sorted(facts["devices"], key=lambda d: d["address"])
+    by_addr = {d["address"]: d for d in devices}
+    pol = _check_policy(policy, by_addr, host)
+    iommu = bool(facts.get("iommu_enabled"))
+
+    def is_display(dev):
+        return dev["class_id"].startswith("03")
+
+    def is_candidate(dev):
+        return is_display(dev) and dev["vendor_id"] in pol["vendors"]
+
+    def is_bridge(dev):
+        return dev["class_id"][:4] in BRIDGE_CLASSES
+
+    groups: dict[str, list[dict]] = {}
+    for dev in devices:
+        if dev.get("iommu_group") is not None:
+            groups.setdefault(str(dev["iommu_group"]), []).append(dev)
+
+    excluded: dict[str, str] = {}
+    selected: list[dict] = []
+    vfio: set[str] = set()
+    group_report = []
+    notes = []
+
+    # Display devices that are not GPUs, or that the host keeps, are settled first.
+    stays: dict[str, str] = {}
+    for dev in devices:
+        if not is_display(dev):
+            continue
+        if not is_candidate(dev):
+            vendor = VENDOR_NAMES.get(dev["vendor_id"], dev["vendor_id"])
+            stays[dev["address"]] = (f"{class_name(dev['class_id'])} from vendor {vendor} is not a GPU for passthrough "
+                                     f"(a BMC or onboard console); allowed GPU vendors: {', '.join(pol['vendors'])}")
+        elif dev.get("boot_vga"):
+            stays[dev["address"]] = "boot VGA device: the host's console stays on the host"
+        elif dev["address"] in pol["keep_on_host"]:
+            stays[dev["address"]] = "kept on the host by passthrough_policy.keep_on_host"
+    # keep_on_host may name non-display devices too (a NIC the operator pins to the host).
+    host_pinned = {a for a in pol["keep_on_host"]}
+
+    candidates = [d for d in devices if is_candidate(d) and d["address"] not in stays]
+
+    if not iommu:
+        notes.append("The IOMMU is not active (the kernel shows no IOMMU groups), so whether a GPU shares its group "
+                     "with other devices cannot be checked: nothing is offered to Nova yet. The planned kernel "
+                     "arguments enable the IOMMU; after the reboot the plan is made again from the new facts.")
+        for dev in candidates:
+            excluded[dev["address"]] = ("IOMMU not active: group isolation cannot be checked until the host "
+                                        "reboots with the planned kernel arguments")
+        # Provisional binding: the GPUs (and their other functions) go to vfio-pci with the same
+        # reboot, so one reboot is enough when the groups turn out clean. Binding a GPU the host does
+        # not use takes nothing from the host.
+        for dev in candidates:
+            if dev["address"] in pol["exclude"]:
+                continue
+            for other in devices:
+                if _slot(other["address"]) == _slot(dev["address"]) and not is_bridge(other) \
+                        and other["address"] not in host_pinned:
+                    vfio.add(other["address"])
+    else:
+        by_group: dict[str, list[dict]] = {}
+        for dev in candidates:
+            group = dev.get("iommu_group")
+            if group is None:
+                excluded[dev["address"]] = ("has no IOMMU group although the IOMMU is active; the device cannot be "
+                                            "isolated (check the firmware's IOMMU/ACS settings)")
+                continue
+            by_group.setdefault(str(group), []).append(dev)
+        for group, gpus in sorted(by_group.items(), key=lambda kv: kv[1][0]["address"]):
+            members = groups.get(group, [])
+            gpu_slots = {_slot(g["address"]) for g in gpus}
+            blockers = []
+            for member in members:
+                if is_bridge(member):
+                    continue
+                if member["address"] in stays:
+                    blockers.append(f"{_describe(member)}, which stays on the host ({stays[member['address']]})")
+                elif member["address"] in host_pinned:
+                    blockers.append(f"{_describe(member)}, which passthrough_policy.keep_on_host keeps on the host")
+                elif _slot(member["address"]) in gpu_slots:
+                    continue  # the GPU itself or another function of the same card
+                else:
+                    blockers.append(_describe(member))
+            if blockers:
+                reason = (f"IOMMU group {group} also holds {_join(blockers)}: passing the GPU through would take "
+                          f"{'it' if len(blockers) == 1 else 'them'} from the host (no ACS override); move the card "
+                          f"to a slot with its own group")
+                for gpu in gpus:
+                    excluded[gpu["address"]] = reason
+                group_report.append({"group": group, "devices": [m["address"] for m in members],
+                                     "verdict": "ineligible", "reason": reason})
+                continue
+            offered = [g for g in gpus if g["address"] not in pol["exclude"]]
+            chosen = offered[0] if offered else None
+            for gpu in gpus:
+                if chosen is not None and gpu is chosen:
+                    continue
+                if gpu["address"] in pol["exclude"]:
+                    excluded[gpu["address"]] = "excluded by passthrough_policy.exclude"
+                else:
+                    excluded[gpu["address"]] = (f"shares IOMMU group {group} with {chosen['address']}, which goes to "
+                                                f"Nova (one GPU per group); bound to vfio-pci so the group stays viable")
+            if chosen is None:
+                group_report.append({"group": group, "devices": [m["address"] for m in members],
+                                     "verdict": "excluded", "reason": "every GPU in the group is excluded by policy"})
+                continue
+            for member in members:
+                if not is_bridge(member):
+                    vfio.add(member["address"])
+            model_id = f"{chosen['vendor_id']}:{chosen['product_id']}"
+            totalvfs = chosen.get("sriov_totalvfs")
+            selected.append({
+                "address": chosen["address"],
+                "vendor_id": chosen["vendor_id"],
+                "product_id": chosen["product_id"],
+                "device_type": "type-PF" if totalvfs and int(totalvfs) > 0 else "type-PCI",
+                "alias": model_alias(model_id, pol["alias_names"]),
+                "iommu_group": group,
+                "numa_node": chosen.get("numa_node"),
+                "model": KNOWN_MODELS.get(model_id, (None, f"{model_id}"))[1],
+            })
+            group_report.append({"group": group, "devices": [m["address"] for m in members], "verdict": "passed",
+                                 "reason": f"{chosen['address']} goes to Nova"})
+
+    for address, reason in stays.items():
+        excluded.setdefault(address, reason)
+
+    # Aliases: one per model; two models must not share a name.
+    aliases: dict[str, dict] = {}
+    for sel in selected:
+        entry = {"name": sel["alias"], "vendor_id": sel["vendor_id"], "product_id": sel["product_id"],
+                 "device_type": sel["device_type"]}
+        other = aliases.get(sel["alias"])
+        if other and (other["vendor_id"], other["product_id"]) != (sel["vendor_id"], sel["product_id"]):
+            raise _err(host, f"alias name {sel['alias']!r} would cover two models ({other['vendor_id']}:"
+                             f"{other['product_id']} and {sel['vendor_id']}:{sel['product_id']}); give them different "
+                             "names in passthrough_policy.alias_names")
+        if other and other["device_type"] != sel["device_type"]:
+            raise _err(host, f"model {sel['vendor_id']}:{sel['product_id']} shows as both type-PF and type-PCI on this "
+                             "host; Nova needs one device type per alias: check sriov_totalvfs on these cards")
+        aliases[sel["alias"]] = entry
+
+    # vfio-pci.ids only for IDs that no device staying on the host shares.
+    vfio_devices = sorted(vfio)
+    ids_needed = sorted({f"{by_addr[a]['vendor_id']}:{by_addr[a]['product_id']}" for a in vfio_devices})
+    staying_ids = {f"{d['vendor_id']}:{d['product_id']}" for d in devices if d["address"] not in vfio}
+    vfio_ids = [i for i in ids_needed if i not in staying_ids]
+    bind_by_address = [a for a in vfio_devices
+                       if f"{by_addr[a]['vendor_id']}:{by_addr[a]['product_id']}" in staying_ids]
+    for model in sorted(set(ids_needed) & staying_ids):
+        keepers = [d["address"] for d in devices if d["address"] not in vfio
+                   and f"{d['vendor_id']}:{d['product_id']}" == model]
+        notes.append(f"{model} is not put in vfio-pci.ids because {_join(keepers)} with the same IDs stays on the "
+                     f"host; those passed are bound by address")
+
+    host_devices = sorted(a for a in by_addr if is_display(by_addr[a]) and a not in vfio)
+    nvidia_stays = any(d["vendor_id"] == NVIDIA and d["address"] not in vfio for d in devices)
+    nvidia_passed = any(by_addr[a]["vendor_id"] == NVIDIA for a in vfio_devices)
+    blacklist = list(NVIDIA_BLACKLIST) if nvidia_passed and not nvidia_stays else []
+
+    softdeps = []
+    for a in vfio_devices:
+        dev = by_addr[a]
+        if is_display(dev):
+            softdeps.extend(GPU_DRIVERS.get(dev["vendor_id"], ()))
+        elif dev["class_id"][:4] in FUNCTION_DRIVERS:
+            softdeps.append(FUNCTION_DRIVERS[dev["class_id"][:4]])
+        if dev.get("driver") and dev["driver"] != "vfio-pci":
+            softdeps.append(DRIVER_MODULES.get(dev["driver"], dev["driver"].replace("-", "_")))
+    softdeps = sorted(set(softdeps))
+
+    cpu = facts.get("cpu_vendor")
+    kernel_args, kernel_absent = [], ["iommu=off"]
+    if cpu == "intel":
+        kernel_args.append("intel_iommu=on")
+        kernel_absent.append("intel_iommu=off")
+    elif cpu == "amd":
+        kernel_absent.append("amd_iommu=off")
+        if pol["amd_iommu_on"]:
+            kernel_args.append("amd_iommu=on")
+    else:
+        notes.append("CPU vendor unknown: no vendor IOMMU argument is planned")
+    if vfio_devices or not iommu:
+        kernel_args.append("iommu=pt")
+    if vfio_ids:
+        kernel_args.append("vfio-pci.ids=" + ",".join(vfio_ids))
+    if vfio_devices:
+        kernel_args.append("rd.driver.pre=vfio-pci")
+    if blacklist:
+        kernel_args.append("modprobe.blacklist=" + ",".join(blacklist))
+    if pol["allow_unsafe_interrupts"]:
+        kernel_args.append("vfio_iommu_type1.allow_unsafe_interrupts=1")
+
+    running = list(facts.get("kernel_cmdline") or [])
+    pending = []
+    for arg in kernel_args:
+        if not cmdline_satisfies(running, arg):
+            pending.append(f"kernel command line lacks {arg}")
+    for arg in kernel_absent:
+        if arg in running:
+            pending.append(f"kernel command line still has {arg}")
+    if not iommu:
+        pending.append("IOMMU not active")
+    for a in vfio_devices:
+        driver = by_addr[a].get("driver")
+        if driver != "vfio-pci":
+            pending.append(f"{a} is on {driver or 'no driver'}, not vfio-pci")
+
+    return {
+        "host": host,
+        "iommu_enabled": iommu,
+        "cpu_vendor": cpu,
+        "selected": selected,
+        "excluded": [{"address": a, "reason": excluded[a]} for a in sorted(excluded)],
+        "vfio_devices": vfio_devices,
+        "vfio_ids": vfio_ids,
+        "bind_by_address": bind_by_address,
+        "host_devices": host_devices,
+        "aliases": sorted(aliases.values(), key=lambda e: e["name"]),
+        "kernel_args": kernel_args,
+        "kernel_args_absent": kernel_absent,
+        "blacklist_modules": blacklist,
+        "softdep_drivers": softdeps,
+        "early_modules": list(EARLY_MODULES) if vfio_devices else [],
+        "reboot_required": bool(pending),
+        "pending": pending,
+        "notes": notes,
+        "groups": group_report,
+    }
+
+
+LIST_KEYS = {"modprobe.blacklist": "superset", "vfio-pci.ids": "equal"}
+
+
+def cmdline_satisfies(running, arg) -> bool:
+    """Whether a running command line (list of args) already carries ``arg``.
+
+    ``vfio-pci.ids`` must list exactly the planned IDs (order aside); ``modprobe.blacklist`` must
+    include the planned modules; every other argument must be present as written (last one wins,
+    as in the kernel).
+    """
+    key, sep, value = arg.partition("=")
+    current = None
+    for item in running:
+        k, s, v = item.partition("=")
+        if k == key and s == sep:
+            current = v
+    if current is None:
+        return False
+    if key in LIST_KEYS:
+        want, have = set(value.split(",")), set(current.split(","))
+        return want == have if LIST_KEYS[key] == "equal" else want <= have
+    return current == value
+
+
+def plan_table(plan, facts):
+    """Rows for the per-host report: address, model, group, driver, verdict, reason."""
+    by_addr = {d["address"]: d for d in facts.get("devices", [])}
+    selected = {s["address"]: s for s in plan["selected"]}
+    reasons = {e["address"]: e["reason"] for e in plan["excluded"]}
+    rows = []
+    shown = set(selected) | set(reasons) | set(plan["vfio_devices"])
+    for address in sorted(shown):
+        dev = by_addr.get(address, {})
+        model_id = f"{dev.get('vendor_id')}:{dev.get('product_id')}"
+        model = KNOWN_MODELS.get(model_id, (None, f"{class_name(dev.get('class_id', '000000'))} {model_id}"))[1]
+        if address in selected:
+            verdict, reason = "nova", f"alias {selected[address]['alias']} ({selected[address]['device_type']})"
+        elif address in plan["vfio_devices"]:
+            verdict = "vfio"
+            reason = reasons.get(address, "another function of a passed card")
+        else:
+            verdict, reason = "host", reasons.get(address, "")
+        rows.append({"address": address, "model": model, "group": dev.get("iommu_group") or "-",
+                     "driver": dev.get("driver") or "-", "verdict": verdict, "reason": reason})
+    return rows
+
+
+def plan_report(plan, facts):
+    """A readable fixed-width table of ``plan_table`` rows plus the plan's key decisions (one string)."""
+    rows = plan_table(plan, facts)
+    headers = ("address", "model", "group", "driver", "verdict", "reason")
+    widths = [max([len(h)] + [len(str(r[h])) for r in rows]) for h in headers[:-1]]
+    lines = ["  ".join(h.upper().ljust(w) for h, w in zip(headers[:-1], widths)) + "  REASON"]
+    for row in rows:
+        lines.append("  ".join(str(row[h]).ljust(w) for h, w in zip(headers[:-1], widths)) + "  " + row["reason"])
+    lines.append(f"offered to Nova: {len(plan['selected'])} GPU(s)"
+                 + (f" as {', '.join(a['name'] + ' (' + a['device_type'] + ')' for a in plan['aliases'])}" if plan["aliases"] else ""))
+    lines.append(f"kernel args: {' '.join(plan['kernel_args']) or '-'}")
+    if plan["bind_by_address"]:
+        lines.append(f"bound by address: {' '.join(plan['bind_by_address'])}")
+    lines.append(f"reboot required: {'yes' if plan['reboot_required'] else 'no'}")
+    lines.extend(f"  pending: {p}" for p in plan["pending"])
+    lines.extend(f"note: {n}" for n in plan["notes"])
+    return "\n".join(lines)
+
+
+class FilterModule:
+    """GPU passthrough planning filters."""
+
+    def filters(self):
+        return {
+            "passthrough_plan": passthrough_plan,
+            "passthrough_plan_report": plan_report,
+            "passthrough_plan_table": plan_table,
+        }

@@ -1,0 +1,297 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: open-gpu-cloud contributors
+# Apache License 2.0 (see LICENSE)
+"""Discover PCI devices, IOMMU groups and the passthrough-relevant host state from sysfs/procfs."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: pci_passthrough_facts
+short_description: Discover GPUs, IOMMU groups and passthrough readiness from sysfs and procfs
+description:
+  - Reads the kernel's own layout under C(sysfs_root) and C(procfs_root) and returns it as
+    C(ansible_facts.pci_passthrough): every PCI function with its IDs, class, driver, IOMMU group,
+    NUMA node, boot VGA flag and SR-IOV capability; the IOMMU groups; whether the IOMMU is active;
+    CPU vendor and virtualization flag; the running kernel command line; whether the host booted by EFI.
+  - Reads C(<sysfs_root>/bus/pci/devices/*) (symlinks into C(<sysfs_root>/devices/pci*)) and each
+    device's C(vendor), C(device), C(class), C(numa_node), C(boot_vga), C(sriov_totalvfs),
+    C(driver_override) files and C(driver) and C(iommu_group) links, C(<sysfs_root>/kernel/iommu_groups),
+    C(<sysfs_root>/class/iommu), C(<sysfs_root>/firmware/efi), C(<procfs_root>/cmdline) and
+    C(<procfs_root>/cpuinfo).
+  - Never writes anything. Point the roots at a captured or simulated tree to plan on a copy.
+version_added: "0.1.0"
+author:
+  - open-gpu-cloud contributors
+options:
+  procfs_root:
+    description:
+      - Where procfs is mounted, or the C(proc) directory of a captured or simulated host.
+    type: path
+    default: /proc
+  sysfs_root:
+    description:
+      - Where sysfs is mounted, or the C(sys) directory of a captured or simulated host.
+    type: path
+    default: /sys
+attributes:
+  check_mode:
+    support: full
+    description: Read-only; behaves the same in check mode.
+  diff_mode:
+    support: none
+notes:
+  - Run C(scripts/mock_sysfs.py capture) on a host to take a copy of exactly what this module reads.
+"""
+
+EXAMPLES = r"""
+- name: Discover GPUs and IOMMU groups on this host
+  pci_passthrough_facts:
+
+- name: Plan on a captured tree instead of the live host
+  pci_passthrough_facts:
+    sysfs_root: /srv/captures/gpu01/sys
+    procfs_root: /srv/captures/gpu01/proc
+
+- name: Show the GPUs
+  ansible.builtin.debug:
+    msg: "{{ ansible_facts.pci_passthrough.devices | selectattr('class_id', 'match', '^03') | list }}"
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts under the key C(pci_passthrough).
+  returned: always
+  type: complex
+  contains:
+    pci_passthrough:
+      description: The host's passthrough-relevant state.
+      type: dict
+      contains:
+        iommu_enabled:
+          description: Whether the kernel has created IOMMU groups (the IOMMU is active).
+          type: bool
+          sample: true
+        iommu_units:
+          description: Names under C(/sys/class/iommu) (C(dmar*) on Intel, C(ivhd*) on AMD).
+          type: list
+          elements: str
+          sample: [ivhd0]
+        cpu_vendor:
+          description: C(amd), C(intel) or null when unknown.
+          type: str
+          sample: amd
+        cpu_model:
+          description: The first CPU's model name.
+          type: str
+          sample: AMD EPYC 7352 24-Core Processor
+        virtualization:
+          description: C(svm) (AMD-V), C(vmx) (VT-x) or null when the CPU flag is absent (disabled in firmware).
+          type: str
+          sample: svm
+        kernel_cmdline:
+          description: The running kernel's command line, one argument per item (double-quoted values kept whole).
+          type: list
+          elements: str
+          sample: [BOOT_IMAGE=/boot/vmlinuz, ro, iommu=pt]
+        efi:
+          description: Whether the host booted through EFI.
+          type: bool
+          sample: true
+        devices:
+          description: Every PCI function, sorted by address.
+          type: list
+          elements: dict
+          sample:
+            - address: "0000:27:00.0"
+              vendor_id: "10de"
+              product_id: "1db4"
+              class_id: "030200"
+              driver: nouveau
+              iommu_group: "19"
+              numa_node: 0
+              boot_vga: false
+              sriov_totalvfs: null
+              driver_override: null
+        iommu_groups:
+          description: IOMMU group id to the sorted addresses of its devices.
+          type: dict
+          sample: {"19": ["0000:27:00.0", "0000:28:00.0"]}
+"""
+
+import os
+import re
+
+from ansible.module_utils.basic import AnsibleModule
+
+HEX4 = re.compile(r"^0x([0-9a-fA-F]{4})$")
+HEX6 = re.compile(r"^0x([0-9a-fA-F]{6})$")
+ADDRESS = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+CMDLINE_ARG = re.compile(r'(?:[^\s"]+|"[^"]*")+')
+
+
+class DiscoveryError(Exception):
+    """A tree that cannot be read as sysfs/procfs; the message names the path and the fix."""
+
+
+def _read(path: str) -> str | None:
+    """Read a small sysfs attribute; None when it does not exist. Unreadable files are errors."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise DiscoveryError(f"cannot read {path}: {exc.strerror}; run discovery as root or fix the file's permissions") from None
+    try:
+        return os.read(fd, 4096).decode("utf-8", "replace").strip()
+    except OSError as exc:
+        raise DiscoveryError(f"cannot read {path}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+
+
+def _link_name(path: str) -> str | None:
+    try:
+        return os.path.basename(os.readlink(path))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == 22:  # EINVAL: exists but is not a symlink
+            raise DiscoveryError(f"{path} should be a symlink (as in the kernel's sysfs) but is not") from None
+        raise DiscoveryError(f"cannot read link {path}: {exc.strerror}") from None
+
+
+def _required_hex(path: str, pattern: re.Pattern, what: str) -> str:
+    value = _read(path)
+    if value is None:
+        raise DiscoveryError(f"{path} is missing: every PCI device in sysfs has a {what} file")
+    match = pattern.match(value)
+    if not match:
+        raise DiscoveryError(f"{path} holds {value!r}, not a {what} like {'0x10de' if pattern is HEX4 else '0x030200'}")
+    return match.group(1).lower()
+
+
+def _optional_int(path: str) -> int | None:
+    value = _read(path)
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise DiscoveryError(f"{path} holds {value!r}, not an integer") from None
+
+
+def read_device(devices_dir: str, address: str) -> dict:
+    base = os.path.join(devices_dir, address)
+    numa = _optional_int(os.path.join(base, "numa_node"))
+    override = _read(os.path.join(base, "driver_override"))
+    return {
+        "address": address.lower(),
+        "vendor_id": _required_hex(os.path.join(base, "vendor"), HEX4, "vendor ID"),
+        "product_id": _required_hex(os.path.join(base, "device"), HEX4, "device ID"),
+        "class_id": _required_hex(os.path.join(base, "class"), HEX6, "class code"),
+        "driver": _link_name(os.path.join(base, "driver")),
+        "iommu_group": _link_name(os.path.join(base, "iommu_group")),
+        "numa_node": None if numa is None or numa < 0 else numa,
+        "boot_vga": _read(os.path.join(base, "boot_vga")) == "1",
+        "sriov_totalvfs": _optional_int(os.path.join(base, "sriov_totalvfs")),
+        "driver_override": None if override in (None, "", "(null)") else override,
+    }
+
+
+def parse_cpuinfo(text: str) -> tuple[str | None, str | None, str | None]:
+    vendor_id = model = flags = None
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        key = key.strip()
+        if key == "vendor_id" and vendor_id is None:
+            vendor_id = value.strip()
+        elif key == "model name" and model is None:
+            model = value.strip()
+        elif key == "flags" and flags is None:
+            flags = value.split()
+        if vendor_id and model and flags is not None:
+            break
+    vendor = {"AuthenticAMD": "amd", "HygonGenuine": "amd", "GenuineIntel": "intel"}.get(vendor_id or "")
+    flags = flags or []
+    virt = "svm" if "svm" in flags else "vmx" if "vmx" in flags else None
+    return vendor, model, virt
+
+
+def discover(sysfs_root: str, procfs_root: str) -> dict:
+    if not os.path.isdir(sysfs_root):
+        raise DiscoveryError(
+            f"sysfs_root {sysfs_root} does not exist or is not a directory: set it (inventory variable "
+            f"passthrough_sysfs_root) to /sys or to the sys/ directory of a captured host")
+    devices_dir = os.path.join(sysfs_root, "bus", "pci", "devices")
+    if not os.path.isdir(devices_dir):
+        raise DiscoveryError(
+            f"{sysfs_root} is not a sysfs tree: {devices_dir} is missing; point sysfs_root "
+            f"(passthrough_sysfs_root) at /sys or at a tree made by scripts/mock_sysfs.py capture/build")
+    cmdline_path = os.path.join(procfs_root, "cmdline")
+    cmdline = _read(cmdline_path)
+    if cmdline is None:
+        raise DiscoveryError(
+            f"{cmdline_path} is missing: procfs_root {procfs_root} is not a procfs tree; set it "
+            f"(passthrough_procfs_root) to /proc or to the proc/ directory of a captured host")
+    cpuinfo_path = os.path.join(procfs_root, "cpuinfo")
+    try:
+        with open(cpuinfo_path, encoding="utf-8", errors="replace") as handle:
+            cpu_vendor, cpu_model, virt = parse_cpuinfo(handle.read())
+    except FileNotFoundError:
+        raise DiscoveryError(f"{cpuinfo_path} is missing: procfs_root {procfs_root} is not a procfs tree") from None
+    except OSError as exc:
+        raise DiscoveryError(f"cannot read {cpuinfo_path}: {exc.strerror}") from None
+
+    entries = sorted(os.listdir(devices_dir))
+    devices = []
+    groups: dict[str, list[str]] = {}
+    for address in entries:
+        if not ADDRESS.match(address):
+            raise DiscoveryError(f"{os.path.join(devices_dir, address)}: {address!r} is not a PCI address like 0000:27:00.0")
+        dev = read_device(devices_dir, address)
+        devices.append(dev)
+        if dev["iommu_group"] is not None:
+            groups.setdefault(dev["iommu_group"], []).append(dev["address"])
+
+    groups_dir = os.path.join(sysfs_root, "kernel", "iommu_groups")
+    listed_groups = os.listdir(groups_dir) if os.path.isdir(groups_dir) else []
+    class_iommu = os.path.join(sysfs_root, "class", "iommu")
+    units = sorted(os.listdir(class_iommu)) if os.path.isdir(class_iommu) else []
+    return {
+        "iommu_enabled": bool(listed_groups) or bool(groups),
+        "iommu_units": units,
+        "cpu_vendor": cpu_vendor,
+        "cpu_model": cpu_model,
+        "virtualization": virt,
+        "kernel_cmdline": CMDLINE_ARG.findall(cmdline),
+        "efi": os.path.isdir(os.path.join(sysfs_root, "firmware", "efi")),
+        "devices": devices,
+        "iommu_groups": {g: sorted(a) for g, a in sorted(groups.items(), key=lambda kv: _group_key(kv[0]))},
+    }
+
+
+def _group_key(group: str):
+    return (0, int(group), "") if group.isdigit() else (1, 0, group)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "procfs_root": {"type": "path", "default": "/proc"},
+            "sysfs_root": {"type": "path", "default": "/sys"},
+        },
+        supports_check_mode=True,
+    )
+    try:
+        facts = discover(module.params["sysfs_root"], module.params["procfs_root"])
+    except DiscoveryError as exc:
+        module.fail_json(msg=f"pci_passthrough_facts: {exc}")
+    module.exit_json(changed=False, ansible_facts={"pci_passthrough": facts})
+
+
+if __name__ == "__main__":
+    main()
