@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import run_playbook, write_inventory
+from nova_helpers import run_playbook, write_inventory
 
 pytestmark = pytest.mark.integration
 

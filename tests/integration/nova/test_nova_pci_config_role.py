@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from conftest import alias, device, plan, run_playbook
+from nova_helpers import alias, device, plan, run_playbook
 
 pytestmark = pytest.mark.integration
 
