@@ -4,7 +4,8 @@ A command line the kernel rejects or ignores must fail the test with the kernel'
 a later symptom. The kernel (6.1) words them as:
 
 * ``Unknown kernel command line parameters "foo bar=1", will be passed to user space.`` (init/main.c)
-* ``DMAR: Unknown option - 'onn'`` / ``AMD-Vi: Unknown option - 'on'`` (the vendor IOMMU parsers)
+* ``DMAR: Unknown option - '1'`` / ``AMD-Vi: Unknown option - 'on'`` (the vendor IOMMU parsers; note
+  that the Intel one matches prefixes: ``intel_iommu=onn`` is taken as ``on`` without a word)
 * ``Malformed early option 'x'`` (init/main.c)
 * ``vfio_pci: unknown parameter 'idz' ignored`` (a module loaded with an option it does not have,
   e.g. from ``vfio-pci.idz=`` on the command line, which kmod passes on)

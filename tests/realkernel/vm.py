@@ -16,8 +16,8 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import os
 import re
-import resource
 import shutil
 import subprocess
 import tarfile
@@ -38,7 +38,8 @@ HARNESS_ARGS = ["console=ttyS0", "panic=-1"]
 #   00:05.0  pcie-root-port   -> 04:00.0 pcie-pci-bridge -> 05:01.0 virtio-gpu-pci 1af4:1050
 #                                                           05:02.0 e1000 8086:100e
 #                                (conventional PCI behind a bridge: one group, a GPU next to a NIC)
-#   00:1f.*  ICH9 LPC/SATA/SMBus (q35's own, one group); plus, with amd-iommu, the AMD IOMMU's own function at 00:01.0 (the slot left free for it).
+#   00:1f.*  ICH9 LPC/SATA/SMBus (q35's own, one group)
+#   00:01.0  with amd-iommu only: the AMD IOMMU's own function (the slot is left free for it)
 DEVICES = [
     "cirrus-vga,bus=pcie.0,addr=0x6",
     "pcie-root-port,id=rp1,bus=pcie.0,chassis=1,addr=0x2",
@@ -131,20 +132,27 @@ def boot(guest: guestlib.Guest, machine: str, args: list[str] | str, workdir: Pa
     cmd = qemu_command(guest, machine, cmdline, initrd, console, capture)
     (workdir / "qemu.cmd").write_text(" ".join(cmd) + "\n")
     started = time.monotonic()
-    cpu_before = _children_cpu()
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        qemu_out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        raise BootError(f"{machine} guest did not power off within {timeout:.0f} s (qemu killed); "
-                        f"console tail:\n{_tail(console)}") from None
+    with (workdir / "qemu.out").open("wb") as qemu_out:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=qemu_out, stderr=subprocess.STDOUT)
+    # wait4 on qemu's own pid: its CPU time stays its own even when several guests run side by side.
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() - started > timeout:
+            proc.kill()
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            raise BootError(f"{machine} guest did not power off within {timeout:.0f} s (qemu killed); "
+                            f"console tail:\n{_tail(console)}")
+        time.sleep(0.1)
+    proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.monotonic() - started
-    cpu = _children_cpu() - cpu_before
+    cpu = usage.ru_utime + usage.ru_stime
     text = console.read_text(errors="replace") if console.exists() else ""
     if proc.returncode != 0:
-        raise BootError(f"qemu exited {proc.returncode}: {qemu_out.decode(errors='replace').strip()}\n"
+        qemu_said = (workdir / "qemu.out").read_text(errors="replace").strip()
+        raise BootError(f"qemu exited {proc.returncode}: {qemu_said}\n"
                         f"console tail:\n{_tail(console)}")
     result = Boot(machine=machine, cmdline=cmdline, console=text, wall_s=wall, cpu_s=cpu)
     result.checks = [line.strip() for line in text.splitlines() if line.startswith("RK-CHECK ")]
@@ -170,11 +178,6 @@ def unpack_capture(capture: Path, dest: Path, console: str = "") -> Path:
     except (binascii.Error, tarfile.TarError, OSError, EOFError) as exc:
         raise BootError(f"the guest's capture is damaged: {exc}") from None
     return dest
-
-
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def _tail(path: Path, lines: int = 40) -> str:

@@ -17,10 +17,10 @@ if str(TESTS) not in sys.path:
 from realkernel import guest, klog, scenario, vm  # noqa: E402
 
 DMESG = """\
-[    0.000000] Kernel command line: quiet amd_iommu=on intel_iommu=onn iommu_pt vfio-pci.idz=1 rd.driver.pre=vfio-pci
+[    0.000000] Kernel command line: quiet amd_iommu=on intel_iommu=1 iommu_pt vfio-pci.idz=1 rd.driver.pre=vfio-pci
 [    0.049591] MMIO Stale Data: Unknown: No mitigations
 [    0.061000] AMD-Vi: Unknown option - 'on'
-[    0.062000] DMAR: Unknown option - 'onn'
+[    0.062000] DMAR: Unknown option - '1'
 [    0.070000] Malformed early option 'earlyprintk'
 [    1.500000] Unknown kernel command line parameters "iommu_pt rd.driver.pre=vfio-pci", will be passed to user space.
 [    6.014356] VFIO - User Level meta-driver version: 0.3
@@ -33,7 +33,7 @@ DMESG = """\
 def test_klog_finds_each_kind_of_rejection_in_the_kernels_words():
     assert klog.cmdline_complaints(DMESG) == [
         "AMD-Vi: Unknown option - 'on'",
-        "DMAR: Unknown option - 'onn'",
+        "DMAR: Unknown option - '1'",
         "Malformed early option 'earlyprintk'",
         'Unknown kernel command line parameters "iommu_pt rd.driver.pre=vfio-pci", will be passed to user space.',
         "vfio_pci: unknown parameter 'idz' ignored",
