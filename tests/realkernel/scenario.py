@@ -2,14 +2,20 @@
 
 Used by tests/integration/realkernel/. The toolkit's own code does the work: discovery is
 ``library/pci_passthrough_facts.py`` on the captured tree, planning is the ``passthrough_plan``
-filter. The host configuration is ``configure_host_standin`` for now (see its docstring).
+filter, and the host configuration is ``roles/passthrough_host`` run on a sandbox root
+(``configure_host_with_role``). Until that role is in the repository, ``configure_host_standin``
+writes the same files from the plan.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import re
 import shlex
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,6 +103,63 @@ def configure_host_standin(sandbox: Path, host_plan: dict) -> None:
     modprobe_d = sandbox / "etc" / "modprobe.d"
     modprobe_d.mkdir(parents=True, exist_ok=True)
     (modprobe_d / "vfio.conf").write_text("\n".join(conf) + "\n")
+    if host_plan["early_modules"]:
+        early = "\n".join(host_plan["early_modules"]) + "\n"
+        for rel in ("etc/modules-load.d/vfio.conf", "etc/initramfs-tools/modules"):
+            (sandbox / rel).parent.mkdir(parents=True, exist_ok=True)
+            (sandbox / rel).write_text(early)
+
+
+ROLE = REPO / "roles" / "passthrough_host"
+
+
+def configure_host_with_role(sandbox: Path, host: str, workdir: Path) -> None:
+    """Run roles/passthrough_host on the sandbox root (which holds the last boot's sys/ and proc/).
+
+    Its boot-config, initramfs and reboot commands are ``true``: the test reads the line from the
+    GRUB defaults file, ships the modprobe configuration with the next boot, and that boot is the
+    reboot. Its own verification is off: the real kernel and the re-plan verify.
+    """
+    inventory = {"all": {"children": {"gpu_hosts": {"hosts": {host: {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+        "passthrough_host_root": str(sandbox),
+        "passthrough_host_os_family": "Debian",
+        "passthrough_host_policy": POLICY,
+        "passthrough_host_boot_config_command": ["true"],
+        "passthrough_host_initramfs_command": ["true"],
+        "passthrough_host_allow_reboot": True,
+        "passthrough_host_reboot_command": ["true"],
+        "passthrough_host_verify": False,
+    }}}}}}
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "inventory.json").write_text(json.dumps(inventory, indent=2))
+    (workdir / "play.yml").write_text(
+        "---\n- name: Configure the real-kernel guest's sandbox root\n  hosts: gpu_hosts\n"
+        "  gather_facts: false\n  roles:\n    - role: passthrough_host\n")
+    playbook = Path(sys.executable).parent / "ansible-playbook"
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), LC_ALL="C.UTF-8", ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run([str(playbook), "-i", str(workdir / "inventory.json"), str(workdir / "play.yml")],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    (workdir / "ansible.log").write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        raise AssertionError(f"roles/passthrough_host failed on the sandbox {sandbox} (rc {proc.returncode}):\n"
+                             + "\n".join(proc.stdout.splitlines()[-25:]) + proc.stderr[-2000:])
+
+
+def configure_host(sandbox: Path, step: "Step", workdir: Path) -> str:
+    """Configure the sandbox host from the last boot: with roles/passthrough_host when the repository
+    has it, else with ``configure_host_standin``. Returns which of the two ran."""
+    for name in ("sys", "proc"):
+        link = sandbox / name
+        if link.is_symlink():
+            link.unlink()
+        link.symlink_to(step.boot.root / name)
+    if ROLE.is_dir():
+        configure_host_with_role(sandbox, step.plan["host"], workdir)
+        return "role"
+    configure_host_standin(sandbox, step.plan)
+    return "standin"
 
 
 def guest_files(sandbox: Path) -> dict:
@@ -158,7 +221,7 @@ class Flow:
     vendor: str
     sandbox: Path
     steps: list[Step] = field(default_factory=list)
-    error: str | None = None
+    configured_by: list[str] = field(default_factory=list)  # "role" or "standin", per round
 
     @property
     def wall_s(self) -> float:
@@ -168,8 +231,8 @@ class Flow:
 def run_flow(guest, vendor: str, workdir: Path) -> Flow:
     """Boot with the sandbox's GRUB line, plan, configure, reboot with exactly the configured line.
 
-    Stops early (recording why in ``error``) when the kernel complains about the line or a check
-    inside the guest fails: the tests turn that into a failure quoting the kernel or the guest.
+    Stops early when the kernel complains about the line or a check inside the guest fails: the
+    tests turn that into a failure quoting the kernel or the guest.
     """
     host = f"realkernel-{vendor}"
     sandbox = workdir / "sandbox"
@@ -181,7 +244,7 @@ def run_flow(guest, vendor: str, workdir: Path) -> Flow:
         if step.complaints or step.boot.check_result != "pass" or not step.plan["reboot_required"]:
             break
         applied = step
-        configure_host_standin(sandbox, applied.plan)
+        flow.configured_by.append(configure_host(sandbox, applied, workdir / f"configure{round_no}"))
         step = boot_and_plan(guest, vendor, grub_kernel_args(sandbox), workdir, f"boot{round_no + 1}", host,
                              files=guest_files(sandbox), expect=expectations(applied.plan, applied.facts))
         flow.steps.append(step)

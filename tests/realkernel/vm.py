@@ -107,13 +107,18 @@ def qemu_command(guest: guestlib.Guest, machine: str, cmdline: str, initrd: Path
     return cmd
 
 
+# One boot takes 15-20 s of CPU (TCG); on a loaded machine the wall time is several times that.
+DEFAULT_TIMEOUT = float(os.environ.get("OGC_REALKERNEL_BOOT_TIMEOUT", "300"))
+
+
 def boot(guest: guestlib.Guest, machine: str, args: list[str] | str, workdir: Path, files: dict | None = None,
-         expect: list[str] | None = None, timeout: float = 240) -> Boot:
+         expect: list[str] | None = None, timeout: float | None = None) -> Boot:
     """Boot once with the command line ``args`` (+ HARNESS_ARGS); return what the guest reported.
 
     ``files`` maps guest paths (``etc/modprobe.d/vfio.conf``) to contents; ``expect`` lines
     (``iommu on``, ``vfio 0000:01:00.0``, ``host 0000:03:00.0``) are checked inside the guest.
     """
+    timeout = DEFAULT_TIMEOUT if timeout is None else timeout
     line = args if isinstance(args, str) else " ".join(args)
     cmdline = " ".join([line, *HARNESS_ARGS]).strip()
     if workdir.exists():

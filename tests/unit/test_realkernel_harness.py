@@ -66,7 +66,8 @@ def test_grub_kernel_args_joins_linux_and_default_like_update_grub(tmp_path):
 
 PLAN = {"kernel_args": ["intel_iommu=on", "iommu=pt", "vfio-pci.ids=1234:1111", "rd.driver.pre=vfio-pci"],
         "kernel_args_absent": ["iommu=off", "intel_iommu=off"], "vfio_ids": ["1234:1111"],
-        "softdep_drivers": ["snd_hda_intel"], "blacklist_modules": []}
+        "softdep_drivers": ["snd_hda_intel"], "blacklist_modules": [],
+        "early_modules": ["vfio", "vfio_iommu_type1", "vfio_pci"]}
 
 
 def test_standin_writes_the_planned_line_and_modprobe_config_once(tmp_path):
@@ -75,9 +76,13 @@ def test_standin_writes_the_planned_line_and_modprobe_config_once(tmp_path):
     scenario.configure_host_standin(tmp_path, PLAN)
     first = (tmp_path / "etc" / "default" / "grub").read_text()
     assert scenario.grub_kernel_args(tmp_path) == ["quiet", *PLAN["kernel_args"]]
-    assert scenario.guest_files(tmp_path) == {"etc/modprobe.d/vfio.conf": (
-        b"# open-gpu-cloud: vfio-pci claims the passed devices before their host drivers\n"
-        b"options vfio-pci ids=1234:1111\nsoftdep snd_hda_intel pre: vfio-pci\n")}
+    early = b"vfio\nvfio_iommu_type1\nvfio_pci\n"
+    assert scenario.guest_files(tmp_path) == {
+        "etc/modprobe.d/vfio.conf": (b"# open-gpu-cloud: vfio-pci claims the passed devices before their host drivers\n"
+                                     b"options vfio-pci ids=1234:1111\nsoftdep snd_hda_intel pre: vfio-pci\n"),
+        "etc/modules-load.d/vfio.conf": early,
+        "etc/initramfs-tools/modules": early,
+    }
     scenario.configure_host_standin(tmp_path, PLAN)
     assert (tmp_path / "etc" / "default" / "grub").read_text() == first
     changed = dict(PLAN, kernel_args=["intel_iommu=on", "iommu=pt", "vfio-pci.ids=1234:1111,8086:293e"])
