@@ -157,9 +157,8 @@ class CloudModule:
     def _auth_failure(self, exc):
         where = self._where()
         text = sdk_message(exc)
-        if ksa_exceptions is not None and isinstance(exc, (ksa_exceptions.ConnectFailure,
-                                                           ksa_exceptions.ConnectTimeout,
-                                                           ksa_exceptions.DiscoveryFailure)):
+        if _caused_by(exc, "ConnectFailure", "ConnectTimeout", "ConnectionError") or \
+                "Unable to establish connection" in text:
             return "cannot reach the identity endpoint of %s: %s (is Keystone running and the auth_url right?)" % (
                 where, text)
         if ksa_exceptions is not None and isinstance(exc, ksa_exceptions.Unauthorized) or "401" in text:
@@ -199,6 +198,17 @@ class CloudModule:
 
     def exit(self, changed, **result):
         self.module.exit_json(changed=changed, **result)
+
+
+def _caused_by(exc, *names):
+    """True when exc or an exception it wraps (__cause__/__context__) has one of these class names."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if any(cls.__name__ in names for cls in type(exc).__mro__):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _is_api_error(exc):

@@ -1,0 +1,231 @@
+"""os_flavors, os_quotas and playbooks/cloud.yml against the real test cloud (Keystone + Nova API).
+
+One test cloud per session (conftest). The tests run in file order; the last one wipes the databases.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+GPU1 = {"pci_passthrough:alias": "tesla-v100:1"}
+FLAVORS = [
+    {"name": "it_gpu_tiny", "vcpus": 4, "ram": 2048, "disk": 20, "extra_specs": GPU1},
+    {"name": "it_ci_medium", "id": "it_ci_medium", "vcpus": 4, "ram": 8192, "disk": 60},
+    {"name": "it_team", "vcpus": 2, "ram": 4096, "disk": 10, "is_public": False, "projects": ["it-research"]},
+]
+
+
+def flavors_task(name, flavors, check=False, **options):
+    task = {"name": name, "os_flavors": dict(cloud="ogc-test", flavors=flavors, known_aliases=["tesla-v100"],
+                                             **options)}
+    if check:
+        task["check_mode"] = True
+    return task
+
+
+def quotas_task(name, default_class=None, projects=None, check=False, **options):
+    args = dict(cloud="ogc-test", **options)
+    if default_class is not None:
+        args["default_class"] = default_class
+    if projects is not None:
+        args["projects"] = projects
+    task = {"name": name, "os_quotas": args}
+    if check:
+        task["check_mode"] = True
+    return task
+
+
+def failing(task):
+    task["ignore_errors"] = True
+    return task
+
+
+def server_flavors(conn, prefix="it_"):
+    return {f.name: f for f in conn.compute.flavors(details=True, is_public=None) if f.name.startswith(prefix)}
+
+
+@pytest.fixture(scope="module")
+def conn(testcloud):
+    connection = testcloud.connect()
+    if connection.identity.find_project("it-research") is None:
+        connection.identity.create_project(name="it-research", domain_id="default")
+    yield connection
+    connection.close()
+
+
+def test_create_again_check_mode(testcloud, conn, tmp_path):
+    changed_spec = [dict(FLAVORS[0], extra_specs={"pci_passthrough:alias": "tesla-v100:2"})] + FLAVORS[1:] + [
+        {"name": "it_ci_large", "vcpus": 4, "ram": 12288, "disk": 60}]
+    rc, res, out = testcloud.tasks(tmp_path, [
+        flavors_task("create", FLAVORS),
+        flavors_task("again", FLAVORS),
+        flavors_task("check", changed_spec, check=True),
+        quotas_task("quotas", {"instances": 15}, [{"project": "it-research", "instances": 20, "cores": -1}]),
+        quotas_task("quotas again", {"instances": 15}, [{"project": "it-research", "instances": 20, "cores": -1}]),
+        quotas_task("quotas check", {"instances": 16}, [{"project": "it-research", "instances": 21}], check=True),
+    ], "--diff")
+    assert rc == 0, out
+    assert res["create"]["changed"] is True
+    assert res["create"]["created"] == ["it_gpu_tiny", "it_ci_medium", "it_team"]
+    assert res["again"]["changed"] is False
+    assert res["again"]["unchanged"] == ["it_gpu_tiny", "it_ci_medium", "it_team"]
+    assert res["check"]["changed"] is True
+    assert res["check"]["updated"] == ["it_gpu_tiny"] and res["check"]["created"] == ["it_ci_large"]
+    assert res["check"]["diff"]["after"]["it_gpu_tiny"]["extra_specs"] == {"pci_passthrough:alias": "tesla-v100:2"}
+    assert res["quotas"]["changed"] is True
+    assert res["quotas again"]["changed"] is False
+    assert res["quotas check"]["changed"] is True
+    assert res["quotas check"]["changes"] == {"class default": ["instances: 15 -> 16"],
+                                              "project it-research": ["instances: 20 -> 21"]}
+
+    # What the server holds: the first declaration; check mode wrote nothing.
+    found = server_flavors(conn)
+    assert sorted(found) == ["it_ci_medium", "it_gpu_tiny", "it_team"]
+    assert found["it_gpu_tiny"].extra_specs == GPU1
+    assert found["it_ci_medium"].id == "it_ci_medium"
+    assert found["it_team"].is_public is False
+    research = conn.identity.find_project("it-research")
+    assert [a["tenant_id"] for a in conn.compute.get_flavor_access(found["it_team"])] == [research.id]
+    assert conn.compute.get_quota_class_set("default").instances == 15
+    quota = conn.compute.get_quota_set(research.id)
+    assert (quota.instances, quota.cores) == (20, -1)
+
+
+def test_change_in_place_and_recreate(testcloud, conn, tmp_path):
+    before = server_flavors(conn)
+    changed = [dict(FLAVORS[0], extra_specs={"pci_passthrough:alias": "tesla-v100:2", "hw:hide_hypervisor_id": True}),
+               dict(FLAVORS[1], ram=16384), FLAVORS[2]]
+    rc, res, out = testcloud.tasks(tmp_path, [
+        flavors_task("change", changed, recreate_on_change=True),
+        quotas_task("quotas change", None, [{"project": "it-research", "instances": 25}]),
+    ])
+    assert rc == 0, out
+    assert res["change"]["changed"] is True
+    assert res["change"]["updated"] == ["it_gpu_tiny"] and res["change"]["recreated"] == ["it_ci_medium"]
+    assert res["change"]["changes"]["it_ci_medium"] == ["recreate: ram: 8192 -> 16384"]
+    assert res["quotas change"]["updated"] == ["project it-research"]
+    after = server_flavors(conn)
+    assert after["it_gpu_tiny"].id == before["it_gpu_tiny"].id  # extra specs changed in place
+    assert after["it_gpu_tiny"].extra_specs == {"pci_passthrough:alias": "tesla-v100:2", "hw:hide_hypervisor_id": "true"}
+    assert after["it_ci_medium"].ram == 16384 and after["it_ci_medium"].id == "it_ci_medium"  # declared id kept
+    assert conn.compute.get_quota_set(conn.identity.find_project("it-research").id).instances == 25
+
+
+def closed_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_bad_input_fails_clearly_and_writes_nothing(testcloud, conn, tmp_path):
+    state = {n: (f.id, f.ram, dict(f.extra_specs)) for n, f in server_flavors(conn).items()}
+    wrong_password = {"auth_url": conn.auth["auth_url"], "username": "admin", "password": "not-the-password",
+                      "project_name": "admin", "user_domain_name": "Default", "project_domain_name": "Default"}
+    unreachable = dict(wrong_password, auth_url=f"http://127.0.0.1:{closed_port()}/v3")
+    tiny = FLAVORS[0]
+    rc, res, out = testcloud.tasks(tmp_path, [
+        failing(flavors_task("malformed", [dict(tiny, extra_specs={"pci_passthrough:alias": "tesla-v100:abc"})])),
+        failing(flavors_task("unknown alias", [dict(tiny, extra_specs={"pci_passthrough:alias": "a100:1"})])),
+        failing(flavors_task("immutable", [dict(tiny, vcpus=8, extra_specs={"pci_passthrough:alias": "tesla-v100:2",
+                                                                            "hw:hide_hypervisor_id": True})])),
+        failing(quotas_task("negative", {"instances": -5})),
+        failing({"name": "wrong password", "os_quotas": {"auth": wrong_password, "default_class": {"instances": 3}}}),
+        failing({"name": "unreachable", "os_quotas": {"auth": unreachable, "default_class": {"instances": 3}}}),
+        failing({"name": "unknown cloud", "os_quotas": {"cloud": "nope", "default_class": {"instances": 3}}}),
+    ])
+    assert rc == 0, out  # every failure was ignored, none crashed
+    msgs = {name: r["msg"] for name, r in res.items()}
+    assert all(r.get("failed") for r in res.values()), msgs
+    assert msgs["malformed"].startswith("invalid flavor declaration, nothing was written: flavors[0] (it_gpu_tiny): "
+                                        "extra spec pci_passthrough:alias='tesla-v100:abc' is malformed")
+    assert "asks for PCI alias 'a100', which no GPU host provides (aliases in the passthrough plans: tesla-v100)" \
+        in msgs["unknown alias"]
+    assert msgs["immutable"].startswith("nothing was written: flavor it_gpu_tiny: vcpus: 4 -> 8 cannot change in "
+                                        "place")
+    assert msgs["negative"] == ("invalid quota declaration, nothing was written: default_class: instances=-5 is "
+                                "negative; use -1 for unlimited or a value >= 0")
+    assert msgs["wrong password"].startswith(f"authentication to auth_url {conn.auth['auth_url']} failed (wrong user, "
+                                             "password or project?)")
+    assert "not-the-password" not in out  # the secret is no_log
+    assert msgs["unreachable"].startswith(f"cannot reach the identity endpoint of auth_url {unreachable['auth_url']}")
+    assert msgs["unknown cloud"].startswith("cannot configure the connection to cloud 'nope': Cloud nope was not found")
+    assert "Traceback" not in out
+    assert {n: (f.id, f.ram, dict(f.extra_specs)) for n, f in server_flavors(conn).items()} == state
+    assert conn.compute.get_quota_class_set("default").instances == 15
+
+
+def test_server_error_halfway_then_rerun_finishes(testcloud, conn, tmp_path):
+    # The second flavor asks for an ID another flavor already has: Nova answers 409 halfway through the list.
+    clash = [{"name": "it_half_a", "vcpus": 1, "ram": 512},
+             {"name": "it_half_b", "id": "it_ci_medium", "vcpus": 1, "ram": 512},
+             {"name": "it_half_c", "vcpus": 1, "ram": 512}]
+    fixed = [clash[0], dict(clash[1], id="it_half_b"), clash[2]]
+    rc, res, out = testcloud.tasks(tmp_path, [failing(flavors_task("clash", clash)), flavors_task("fixed", fixed)])
+    assert rc == 0, out
+    failed = res["clash"]
+    assert failed["failed"] is True and failed["changed"] is True
+    assert failed["msg"].startswith("creating flavor it_half_b failed: ")
+    assert "409" in failed["msg"] or "already exists" in failed["msg"]
+    assert failed["msg"].endswith("Already done in this run: created it_half_a; a re-run finishes the job")
+    assert failed["created"] == ["it_half_a"]
+    assert res["fixed"]["created"] == ["it_half_b", "it_half_c"] and res["fixed"]["unchanged"] == ["it_half_a"]
+
+
+def test_prune_removes_only_matching_undeclared(testcloud, conn, tmp_path):
+    rc, res, out = testcloud.tasks(tmp_path, [
+        flavors_task("prune check", [{"name": "it_half_a", "vcpus": 1, "ram": 512}], check=True, prune=True,
+                     prune_patterns=["it_half_*"]),
+        flavors_task("prune", [{"name": "it_half_a", "vcpus": 1, "ram": 512}], prune=True,
+                     prune_patterns=["it_half_*"]),
+    ])
+    assert rc == 0, out
+    assert res["prune check"]["deleted"] == ["it_half_b", "it_half_c"]
+    assert res["prune"]["deleted"] == ["it_half_b", "it_half_c"]
+    left = server_flavors(conn)
+    assert "it_half_a" in left and "it_half_b" not in left and "it_gpu_tiny" in left
+
+
+RECOVERY_INVENTORY = """\
+all:
+  hosts:
+    localhost:
+      ansible_connection: local
+      ansible_python_interpreter: {python}
+      cloud_clouds_yaml: {clouds_yaml}
+      cloud_resources_known_aliases: [tesla-v100]
+      cloud_flavors:
+        - {{name: gpu_tiny, id: gpu_tiny, vcpus: 4, ram: 2048, disk: 20, extra_specs: {{"pci_passthrough:alias": "tesla-v100:1"}}}}
+        - {{name: gpu_4xlarge, id: gpu_4xlarge, vcpus: 8, ram: 65536, disk: 60, extra_specs: {{"pci_passthrough:alias": "tesla-v100:1"}}}}
+        - {{name: ci_medium, id: ci_medium, vcpus: 4, ram: 8192, disk: 60}}
+      cloud_quota_class_default: {{instances: 15}}
+"""
+
+
+def test_recovery_after_wiping_the_databases(testcloud, tmp_path):
+    import sys  # pylint: disable=import-outside-toplevel
+
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(RECOVERY_INVENTORY.format(python=sys.executable, clouds_yaml=testcloud.clouds_yaml))
+    rc, res, out = testcloud.playbook("playbooks/cloud.yml", "-i", str(inventory))
+    assert rc == 0, out
+    testcloud.script("wipe")
+    testcloud.script("start", "--lifetime", "1800")
+    conn = testcloud.connect()
+    assert [f.name for f in conn.compute.flavors(is_public=None)] == []
+    assert conn.compute.get_quota_class_set("default").instances == 10  # Nova's default again
+
+    rc, res, out = testcloud.playbook("playbooks/cloud.yml", "-i", str(inventory))
+    assert rc == 0, out
+    flavors_result = res["cloud_resources : Converge the declared flavors (one module run, one connection)"]
+    assert flavors_result["created"] == ["gpu_tiny", "gpu_4xlarge", "ci_medium"]
+    found = {f.name: f for f in conn.compute.flavors(is_public=None)}
+    assert sorted(found) == ["ci_medium", "gpu_4xlarge", "gpu_tiny"]
+    assert found["gpu_4xlarge"].extra_specs == GPU1 and found["gpu_4xlarge"].ram == 65536
+    assert conn.compute.get_quota_class_set("default").instances == 15
+    rc, res, out = testcloud.playbook("playbooks/cloud.yml", "-i", str(inventory))
+    assert rc == 0 and '"changed": true' not in out, out
+    conn.close()
