@@ -19,6 +19,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
@@ -195,6 +196,47 @@ class CloudModule:
             if _is_api_error(exc):
                 self.fail_sdk(exc, action, resource)
             raise
+
+    def read_all(self, action, items, func, label=str, workers=8):
+        """Run func(item) for every item concurrently (read-only calls: GETs); results in item order.
+
+        The first SDK error becomes fail_sdk naming that item. Writes are never done this way: they stay
+        sequential so a failure halfway leaves a clear list of what was done.
+        """
+        items = list(items)
+        if len(items) < 2:
+            return [self.call(action, label(item), func, item) for item in items]
+        with ThreadPoolExecutor(max_workers=min(workers, len(items))) as pool:
+            futures = [pool.submit(func, item) for item in items]
+        results = []
+        for item, future in zip(items, futures):
+            try:
+                results.append(future.result())
+            except Exception as exc:  # pylint: disable=broad-except
+                if _is_api_error(exc):
+                    self.fail_sdk(exc, action, label(item))
+                raise
+        return results
+
+    def find_projects(self, names_or_ids):
+        """{name or id: project} for the given projects, from ONE project listing.
+
+        Missing ones are absent from the answer; a name that exists in several domains is an error.
+        """
+        wanted = set(names_or_ids)
+        if not wanted:
+            return {}
+        projects = self.call("listing", "projects", lambda: list(self.conn.identity.projects()))
+        found = {}
+        for project in projects:
+            if project.id in wanted:
+                found[project.id] = project
+            if project.name in wanted:
+                if project.name in found and found[project.name].id != project.id:
+                    self.fail("project name '%s' exists in several domains: give its ID" % project.name,
+                              failed_item=project.name)
+                found[project.name] = project
+        return found
 
     def exit(self, changed, **result):
         self.module.exit_json(changed=changed, **result)

@@ -189,6 +189,59 @@ def test_prune_removes_only_matching_undeclared(testcloud, conn, tmp_path):
     assert "it_half_a" in left and "it_half_b" not in left and "it_gpu_tiny" in left
 
 
+MARK = "managed by open-gpu-cloud allow-list"
+
+
+def access_task(name, allow_list_file, check=False, **options):
+    task = {"name": name, "os_access": dict(cloud="ogc-test", projects=[{"name": "it-ci", "description": "CI"}],
+                                            allow_list_file=str(allow_list_file), user_projects=["it-ci"],
+                                            **options)}
+    if check:
+        task["check_mode"] = True
+    return task
+
+
+def test_access_allow_list_disables_dropped_users(testcloud, conn, tmp_path):
+    first = tmp_path / "users.json"
+    first.write_text('["it-alice", "it-bob", "it-carol"]')
+    second = tmp_path / "users2.json"
+    second.write_text('["it-alice", "it-carol", "it-dave"]')
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"it-alice": true}')
+    rc, res, out = testcloud.tasks(tmp_path, [
+        access_task("create", first),
+        access_task("again", first),
+        access_task("drop check", second, check=True),
+        access_task("drop", second),
+        failing(access_task("broken", broken)),
+        failing(access_task("bad role", first, user_role="no-such-role")),
+    ], "--diff")
+    assert rc == 0, out
+    assert res["create"]["created"] == ["project it-ci", "user it-alice", "user it-bob", "user it-carol"]
+    assert res["create"]["assigned"] == ["member to it-alice on it-ci", "member to it-bob on it-ci",
+                                         "member to it-carol on it-ci"]
+    assert res["again"]["changed"] is False
+    assert res["drop check"]["changed"] is True and res["drop check"]["disabled"] == ["user it-bob"]
+    assert res["drop"]["created"] == ["user it-dave"] and res["drop"]["disabled"] == ["user it-bob"]
+    assert res["broken"]["msg"] == ("the allow-list file %s must hold a JSON list of logins (strings), e.g. "
+                                    "[\"alice\", \"bob\"]; nothing was written" % broken)
+    assert res["bad role"]["msg"] == "role 'no-such-role' does not exist (user_role); nothing was written"
+
+    users = {u.name: u for u in conn.identity.users(domain_id="default") if u.name.startswith("it-")}
+    assert sorted(users) == ["it-alice", "it-bob", "it-carol", "it-dave"]  # dropped: disabled, never deleted
+    assert users["it-bob"].is_enabled is False and users["it-dave"].is_enabled is True
+    assert users["it-alice"].description == MARK
+    assert conn.identity.find_user("admin").is_enabled is True  # unmanaged users are never touched
+    project = conn.identity.find_project("it-ci")
+    member = conn.identity.find_role("member")
+    holders = {a.user["id"] for a in conn.identity.role_assignments(scope_project_id=project.id, role_id=member.id)}
+    assert holders == {users[n].id for n in ("it-alice", "it-bob", "it-carol", "it-dave")}
+
+    rc, res, out = testcloud.tasks(tmp_path, [access_task("back", first)], name="back.yml")
+    assert rc == 0, out
+    assert res["back"]["enabled"] == ["user it-bob"] and res["back"]["disabled"] == ["user it-dave"]
+
+
 RECOVERY_INVENTORY = """\
 all:
   hosts:
@@ -202,6 +255,10 @@ all:
         - {{name: gpu_4xlarge, id: gpu_4xlarge, vcpus: 8, ram: 65536, disk: 60, extra_specs: {{"pci_passthrough:alias": "tesla-v100:1"}}}}
         - {{name: ci_medium, id: ci_medium, vcpus: 4, ram: 8192, disk: 60}}
       cloud_quota_class_default: {{instances: 15}}
+      cloud_projects: [{{name: ci, description: CI runners}}]
+      cloud_allow_list_file: {allow_list}
+      cloud_user_projects: [ci]
+      cloud_project_quotas: [{{project: ci, instances: 12, cores: 48}}]
 """
 
 
@@ -209,7 +266,10 @@ def test_recovery_after_wiping_the_databases(testcloud, tmp_path):
     import sys  # pylint: disable=import-outside-toplevel
 
     inventory = tmp_path / "inventory.yml"
-    inventory.write_text(RECOVERY_INVENTORY.format(python=sys.executable, clouds_yaml=testcloud.clouds_yaml))
+    allow_list = tmp_path / "allow-list.json"
+    allow_list.write_text('["octocat", "hubot"]')
+    inventory.write_text(RECOVERY_INVENTORY.format(python=sys.executable, clouds_yaml=testcloud.clouds_yaml,
+                                                   allow_list=allow_list))
     rc, res, out = testcloud.playbook("playbooks/cloud.yml", "-i", str(inventory))
     assert rc == 0, out
     testcloud.script("wipe")
@@ -226,6 +286,13 @@ def test_recovery_after_wiping_the_databases(testcloud, tmp_path):
     assert sorted(found) == ["ci_medium", "gpu_4xlarge", "gpu_tiny"]
     assert found["gpu_4xlarge"].extra_specs == GPU1 and found["gpu_4xlarge"].ram == 65536
     assert conn.compute.get_quota_class_set("default").instances == 15
+    ci = conn.identity.find_project("ci")
+    assert ci is not None and conn.compute.get_quota_set(ci.id).instances == 12
+    users = {u.name: u for u in conn.identity.users(domain_id="default")}
+    assert users["octocat"].is_enabled and users["hubot"].is_enabled
+    member = conn.identity.find_role("member")
+    holders = {a.user["id"] for a in conn.identity.role_assignments(scope_project_id=ci.id, role_id=member.id)}
+    assert holders == {users["octocat"].id, users["hubot"].id}
     rc, res, out = testcloud.playbook("playbooks/cloud.yml", "-i", str(inventory))
     assert rc == 0 and '"changed": true' not in out, out
     conn.close()
