@@ -57,7 +57,8 @@ class TestCloud:
         proc = subprocess.run([ANSIBLE_PLAYBOOK, path, *args], capture_output=True, text=True, check=False,
                               cwd=ROOT, env=self.env(), timeout=600)
         try:
-            out = json.loads(proc.stdout)
+            # The JSON document comes first; other callbacks (e.g. ogc_changes) may print after it.
+            out, _end = json.JSONDecoder().raw_decode(proc.stdout.lstrip())
         except ValueError:
             pytest.fail(f"ansible-playbook printed no JSON (rc {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
         results = {}

@@ -5,7 +5,12 @@ One test cloud per session (conftest). The tests run in file order; the last one
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import http.server
+import os
 import socket
+import threading
 
 import pytest
 
@@ -242,6 +247,84 @@ def test_access_allow_list_disables_dropped_users(testcloud, conn, tmp_path):
     assert res["back"]["enabled"] == ["user it-bob"] and res["back"]["disabled"] == ["user it-dave"]
 
 
+class _CountingHandler(http.server.SimpleHTTPRequestHandler):
+    requests = 0
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        type(self).requests += 1
+        super().do_GET()
+
+    def log_message(self, *args):  # quiet
+        pass
+
+
+@pytest.fixture
+def http_dir(tmp_path):
+    """A local HTTP server (127.0.0.1) serving tmp_path/www; yields (base url, directory, handler class)."""
+    www = tmp_path / "www"
+    www.mkdir()
+    handler = type("Handler", (_CountingHandler,), {"requests": 0})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(www)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield "http://127.0.0.1:%d" % server.server_address[1], www, handler
+    server.shutdown()
+    server.server_close()
+
+
+def images_task(name, images, check=False):
+    task = {"name": name, "os_images": {"cloud": "ogc-test", "images": images, "timeout": 120}}
+    if check:
+        task["check_mode"] = True
+    return task
+
+
+def visible_images(conn, prefix="it-"):
+    return {i.name: i for i in conn.image.images() if i.name.startswith(prefix)}
+
+
+def test_images_upload_update_replace_and_retire(testcloud, conn, tmp_path, http_dir):
+    base_url, www, handler = http_dir
+    v1, v2 = tmp_path / "v1.raw", tmp_path / "v2.raw"
+    v1.write_bytes(os.urandom(256 * 1024))
+    v2.write_bytes(os.urandom(256 * 1024))
+    (www / "remote.raw").write_bytes(v1.read_bytes())
+    sha1 = hashlib.sha256(v1.read_bytes()).hexdigest()
+    local = {"name": "it-ubuntu", "file": str(v1), "disk_format": "raw", "checksum": "sha256:" + sha1,
+             "properties": {"hw_machine_type": "q35"}}
+    remote = {"name": "it-remote", "url": base_url + "/remote.raw", "disk_format": "raw", "checksum": "sha256:" + sha1}
+    rc, res, out = testcloud.tasks(tmp_path, [
+        images_task("create", [local, remote]),
+        images_task("again", [local, remote]),
+        images_task("property", [dict(local, properties={"hw_machine_type": "q35", "img_hide_hypervisor_id": True})]),
+        images_task("replace check", [dict(local, file=str(v2), checksum=None)], check=True),
+        failing(images_task("mismatch", [dict(local, file=str(v2))])),
+    ], "--diff")
+    assert rc == 0, out
+    assert res["create"]["created"] == ["it-ubuntu", "it-remote"]
+    assert res["again"]["changed"] is False and res["again"]["unchanged"] == ["it-ubuntu", "it-remote"]
+    assert handler.requests == 1  # the unchanged URL image was not downloaded again
+    assert res["property"]["updated"] == ["it-ubuntu"]
+    assert res["replace check"]["replaced"] == ["it-ubuntu"]
+    assert res["mismatch"]["msg"] == ("image it-ubuntu: checksum mismatch for %s: the data has sha256 %s, the declared "
+                                      "checksum is %s; nothing was uploaded"
+                                      % (v2, hashlib.sha256(v2.read_bytes()).hexdigest(), sha1))
+    found = visible_images(conn)
+    assert sorted(found) == ["it-remote", "it-ubuntu"]
+    first_id = found["it-ubuntu"].id
+    assert found["it-ubuntu"].status == "active" and found["it-ubuntu"].hw_machine_type == "q35"
+
+    rc, res, out = testcloud.tasks(tmp_path, [images_task("replace", [dict(local, file=str(v2), checksum=None)])],
+                                   name="replace.yml")
+    assert rc == 0, out
+    assert res["replace"]["replaced"] == ["it-ubuntu"]
+    retired_name = res["replace"]["retired"][0]
+    found = visible_images(conn)
+    assert found["it-ubuntu"].id != first_id and found["it-ubuntu"].status == "active"
+    old = conn.image.get_image(first_id)  # retired: renamed and hidden, never deleted
+    assert old.name == retired_name and old.is_hidden is True and old.status == "active"
+
+
 RECOVERY_INVENTORY = """\
 all:
   hosts:
@@ -259,6 +342,7 @@ all:
       cloud_allow_list_file: {allow_list}
       cloud_user_projects: [ci]
       cloud_project_quotas: [{{project: ci, instances: 12, cores: 48}}]
+      cloud_images: [{{name: ci-image, file: {image}, disk_format: raw, properties: {{hw_machine_type: q35}}}}]
 """
 
 
@@ -268,8 +352,10 @@ def test_recovery_after_wiping_the_databases(testcloud, tmp_path):
     inventory = tmp_path / "inventory.yml"
     allow_list = tmp_path / "allow-list.json"
     allow_list.write_text('["octocat", "hubot"]')
+    image = tmp_path / "ci-image.raw"
+    image.write_bytes(os.urandom(128 * 1024))
     inventory.write_text(RECOVERY_INVENTORY.format(python=sys.executable, clouds_yaml=testcloud.clouds_yaml,
-                                                   allow_list=allow_list))
+                                                   allow_list=allow_list, image=image))
     rc, res, out = testcloud.playbook("playbooks/cloud.yml", "-i", str(inventory))
     assert rc == 0, out
     testcloud.script("wipe")
@@ -293,6 +379,8 @@ def test_recovery_after_wiping_the_databases(testcloud, tmp_path):
     member = conn.identity.find_role("member")
     holders = {a.user["id"] for a in conn.identity.role_assignments(scope_project_id=ci.id, role_id=member.id)}
     assert holders == {users["octocat"].id, users["hubot"].id}
+    images = {i.name: i for i in conn.image.images()}
+    assert images["ci-image"].status == "active" and images["ci-image"].hw_machine_type == "q35"
     rc, res, out = testcloud.playbook("playbooks/cloud.yml", "-i", str(inventory))
     assert rc == 0 and '"changed": true' not in out, out
     conn.close()
