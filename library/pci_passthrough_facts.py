@@ -183,18 +183,26 @@ def _optional_int(path: str) -> int | None:
 
 
 def read_device(devices_dir: str, address: str) -> dict:
-    base = os.path.join(devices_dir, address)
+    link = os.path.join(devices_dir, address)
+    # Resolve the bus symlink once (into sys/devices/pci*/...), so each attribute read below does
+    # not walk the link again.
+    try:
+        base = os.path.normpath(os.path.join(devices_dir, os.readlink(link)))
+    except OSError:
+        base = link
     numa = _optional_int(os.path.join(base, "numa_node"))
     override = _read(os.path.join(base, "driver_override"))
+    class_id = _required_hex(os.path.join(base, "class"), HEX6, "class code")
     return {
         "address": address.lower(),
         "vendor_id": _required_hex(os.path.join(base, "vendor"), HEX4, "vendor ID"),
         "product_id": _required_hex(os.path.join(base, "device"), HEX4, "device ID"),
-        "class_id": _required_hex(os.path.join(base, "class"), HEX6, "class code"),
+        "class_id": class_id,
         "driver": _link_name(os.path.join(base, "driver")),
         "iommu_group": _link_name(os.path.join(base, "iommu_group")),
         "numa_node": None if numa is None or numa < 0 else numa,
-        "boot_vga": _read(os.path.join(base, "boot_vga")) == "1",
+        # Only VGA-class devices have boot_vga.
+        "boot_vga": class_id.startswith("0300") and _read(os.path.join(base, "boot_vga")) == "1",
         "sriov_totalvfs": _optional_int(os.path.join(base, "sriov_totalvfs")),
         "driver_override": None if override in (None, "", "(null)") else override,
     }

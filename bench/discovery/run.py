@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Discovery speed on synthetic sysfs trees (kernel layout, symlinks and all).
+
+Builds trees of N PCI functions with scripts/mock_sysfs.py, then times
+  - discover(): the module's reading and parsing alone (median of --repeat runs, warm page cache);
+  - the module as Ansible runs it: a fresh Python process reading JSON args (median of --repeat);
+  - planning the result with the passthrough_plan filter.
+Usage: .venv/bin/python bench/discovery/run.py [--devices 1000 5000 20000] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def load(name, rel):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, rel))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def median_seconds(fn, repeat):
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--devices", type=int, nargs="+", default=[1000, 5000, 20000])
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    mock = load("mock_sysfs", "scripts/mock_sysfs.py")
+    facts_mod = load("pci_passthrough_facts", "library/pci_passthrough_facts.py")
+    planner = load("passthrough_plan", "filter_plugins/passthrough_plan.py")
+    module_path = os.path.join(ROOT, "library", "pci_passthrough_facts.py")
+    print(f"{'devices':>8} {'groups':>7} {'discover()':>11} {'module process':>15} {'plan':>8}")
+    for count in args.devices:
+        with tempfile.TemporaryDirectory() as tmp:
+            mock.build_tree(mock.synthetic_fixture(count), tmp)
+            sysfs, procfs = os.path.join(tmp, "sys"), os.path.join(tmp, "proc")
+            facts = facts_mod.discover(sysfs, procfs)
+            assert len(facts["devices"]) == count
+            t_discover = median_seconds(lambda: facts_mod.discover(sysfs, procfs), args.repeat)
+            payload = json.dumps({"ANSIBLE_MODULE_ARGS": {"sysfs_root": sysfs, "procfs_root": procfs}})
+
+            def run_module():
+                subprocess.run([sys.executable, module_path], input=payload, capture_output=True, text=True, check=True)
+
+            t_module = median_seconds(run_module, args.repeat)
+            t_plan = median_seconds(lambda: planner.passthrough_plan(facts, {}, "bench"), args.repeat)
+            print(f"{count:>8} {len(facts['iommu_groups']):>7} {t_discover:>10.3f}s {t_module:>14.3f}s {t_plan:>7.3f}s")
+
+
+if __name__ == "__main__":
+    main()

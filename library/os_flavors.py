@@ -1,0 +1,574 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: open-gpu-cloud contributors
+# Apache License 2.0 (see pyproject.toml)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: os_flavors
+short_description: Converge a declared list of Nova flavors (extra specs, access) in one run
+description:
+  - Reads every flavor once, computes the difference to the declared list, and applies only that
+    difference, over one openstacksdk connection.
+  - Extra specs and per-project access are updated in place, so the flavor ID never changes for them.
+  - A change to an immutable field (vcpus, ram, disk, ephemeral, swap, is_public, id) needs the flavor
+    deleted and created again (Nova gives it a new ID unless I(id) is declared). That happens only with
+    I(recreate_on_change=true); otherwise the module fails before writing anything and names the fields.
+    Running servers keep their own copy of the flavor, so a recreate does not touch them.
+  - Every declared flavor is validated before any API call, extra-spec format included
+    (C(pci_passthrough:alias) must be C(ALIAS:COUNT) with a positive integer count, several separated by
+    commas); with I(known_aliases) every requested alias must be one a GPU host provides.
+  - Flavors that are not declared are left alone unless I(prune=true).
+  - Check mode and diff mode use the same difference function as a real run.
+version_added: "0.1.0"
+author: open-gpu-cloud contributors
+requirements:
+  - openstacksdk >= 1.0
+options:
+  flavors:
+    description: The flavors to converge, in the order they are applied.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      description:
+        description: Free text shown to users (mutable, compute API microversion 2.55).
+        type: str
+      disk:
+        description: Root disk in GiB (0 means the image's size).
+        type: int
+        default: 0
+      ephemeral:
+        description: Ephemeral disk in GiB.
+        type: int
+        default: 0
+      extra_specs:
+        description:
+          - 'Extra specs, e.g. C({"pci_passthrough:alias": "tesla-v100:1", "hw:hide_hypervisor_id": "true"}).'
+          - Values are sent as strings; booleans become C(true)/C(false).
+          - With I(purge_extra_specs=true) (default) keys that are not declared are removed.
+        type: dict
+        default: {}
+      id:
+        description:
+          - Flavor ID to use (the seed used C(--id) equal to the name). Omit it to let Nova pick a UUID.
+          - Changing it on an existing flavor is an immutable change.
+        type: str
+      is_public:
+        description: Whether every project can use the flavor. Immutable.
+        type: bool
+        default: true
+      name:
+        description: Flavor name (unique).
+        type: str
+        required: true
+      projects:
+        description: Projects (names or IDs) that get access to a private flavor (I(is_public=false)).
+        type: list
+        elements: str
+        default: []
+      ram:
+        description: Memory in MiB.
+        type: int
+        required: true
+      swap:
+        description: Swap disk in MiB.
+        type: int
+        default: 0
+      vcpus:
+        description: Number of virtual CPUs.
+        type: int
+        required: true
+  known_aliases:
+    description:
+      - When given, every alias named in a C(pci_passthrough:alias) extra spec must be in this list
+        (the playbook passes the aliases of every GPU host's passthrough plan). An empty list rejects
+        every GPU flavor. Omit it to skip the check.
+    type: list
+    elements: str
+  prune:
+    description:
+      - Delete existing flavors that are not declared and whose name matches I(prune_patterns).
+        Flavors the patterns exclude are never deleted.
+    type: bool
+    default: false
+  prune_patterns:
+    description: Shell-style patterns (fnmatch) of the flavor names that I(prune) may delete.
+    type: list
+    elements: str
+    default: ["*"]
+  purge_extra_specs:
+    description: Remove extra specs that exist on a declared flavor but are not declared.
+    type: bool
+    default: true
+  recreate_on_change:
+    description: Allow delete + create when an immutable field differs (the flavor ID changes).
+    type: bool
+    default: false
+extends_documentation_fragment: []
+notes:
+  - "Connection options (shared by every os_* module): I(cloud) (a name in clouds.yaml), or I(auth)
+    (keystone auth options; C(password), C(token), C(application_credential_secret) are no_log),
+    I(auth_type), I(region_name), I(interface) (public, internal, admin), I(validate_certs),
+    I(ca_cert), I(api_timeout). Without I(cloud) and I(auth) the OS_CLOUD / OS_* environment applies."
+  - Needs admin rights (flavor management is admin-only by Nova's default policy).
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Converge the GPU and CI flavors
+  os_flavors:
+    cloud: ogc-test
+    known_aliases: "{{ groups['gpu_hosts'] | map('extract', hostvars, ['passthrough_plan', 'aliases'])
+                      | flatten | map(attribute='name') | unique }}"
+    flavors:
+      - {name: gpu_tiny, id: gpu_tiny, vcpus: 4, ram: 2048, disk: 20,
+         extra_specs: {"pci_passthrough:alias": "tesla-v100:1"}}
+      - {name: ci_medium, id: ci_medium, vcpus: 4, ram: 8192, disk: 60}
+      - {name: team_only, vcpus: 2, ram: 4096, disk: 20, is_public: false, projects: [research]}
+
+- name: Remove undeclared gpu_* flavors, resize one (new flavor ID)
+  os_flavors:
+    cloud: ogc-test
+    prune: true
+    prune_patterns: ["gpu_*"]
+    recreate_on_change: true
+    flavors:
+      - {name: gpu_tiny, id: gpu_tiny, vcpus: 4, ram: 4096, disk: 20,
+         extra_specs: {"pci_passthrough:alias": "tesla-v100:1"}}
+"""
+
+RETURN = r"""
+created:
+  description: Names of the flavors created.
+  returned: always
+  type: list
+  elements: str
+  sample: [gpu_tiny]
+updated:
+  description: Names of the flavors changed in place (extra specs, access, description).
+  returned: always
+  type: list
+  elements: str
+recreated:
+  description: Names of the flavors deleted and created again (immutable change, new ID).
+  returned: always
+  type: list
+  elements: str
+deleted:
+  description: Names of the flavors removed by I(prune).
+  returned: always
+  type: list
+  elements: str
+unchanged:
+  description: Names of the declared flavors that already matched.
+  returned: always
+  type: list
+  elements: str
+changes:
+  description: What changed (or would change in check mode), per flavor name, in words.
+  returned: always
+  type: dict
+  sample: {gpu_tiny: ["extra spec pci_passthrough:alias: 'tesla-v100:2' -> 'tesla-v100:1'"]}
+flavors:
+  description: The declared flavors as they are after the run (id is null for a flavor check mode would create).
+  returned: success
+  type: list
+  elements: dict
+"""
+
+import fnmatch
+import re
+
+from ansible.module_utils.openstack_cloud import CloudModule
+
+IMMUTABLE = ("vcpus", "ram", "disk", "ephemeral", "swap", "is_public")
+ALIAS_KEY = "pci_passthrough:alias"
+# Nova's own limits for extra-spec keys and values (nova/api/validation/parameter_types.py).
+KEY_RE = re.compile(r"^[a-zA-Z0-9-_:. ]{1,255}$")
+ALIAS_ITEM_RE = re.compile(r"^([^:,\s]+):(\d+)$")
+BOOL_SPECS = ("hw:hide_hypervisor_id", "hide_hypervisor_id")
+BOOL_WORDS = ("true", "false", "yes", "no", "1", "0", "on", "off", "t", "f", "y", "n")
+
+FLAVOR_OPTIONS = dict(
+    name=dict(type="str", required=True),
+    id=dict(type="str"),
+    vcpus=dict(type="int", required=True),
+    ram=dict(type="int", required=True),
+    disk=dict(type="int", default=0),
+    ephemeral=dict(type="int", default=0),
+    swap=dict(type="int", default=0),
+    is_public=dict(type="bool", default=True),
+    projects=dict(type="list", elements="str", default=[]),
+    extra_specs=dict(type="dict", default={}),
+    description=dict(type="str"),
+)
+
+ARGUMENT_SPEC = dict(
+    flavors=dict(type="list", elements="dict", required=True, options=FLAVOR_OPTIONS),
+    known_aliases=dict(type="list", elements="str"),
+    prune=dict(type="bool", default=False),
+    prune_patterns=dict(type="list", elements="str", default=["*"]),
+    purge_extra_specs=dict(type="bool", default=True),
+    recreate_on_change=dict(type="bool", default=False),
+)
+
+
+# --------------------------------------------------------------------------- validation (no API)
+
+def spec_value(value):
+    """Extra-spec values as Nova stores them: strings, booleans as true/false."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def parse_alias_spec(value):
+    """'a:1, b:2' -> [('a', 1), ('b', 2)]; raises ValueError with the reason in words."""
+    items = []
+    for raw in str(value).split(","):
+        item = raw.strip()
+        match = ALIAS_ITEM_RE.match(item)
+        if not match:
+            raise ValueError("'%s' is not ALIAS:COUNT" % item)
+        count = int(match.group(2))
+        if count < 1:
+            raise ValueError("'%s' asks for %d devices; COUNT must be a positive integer" % (item, count))
+        items.append((match.group(1), count))
+    return items
+
+
+def normalise(flavor):
+    """A declared flavor with defaults applied and extra-spec values as strings."""
+    out = dict(flavor)
+    out["extra_specs"] = dict((str(k), spec_value(v)) for k, v in (flavor.get("extra_specs") or {}).items())
+    out["projects"] = list(flavor.get("projects") or [])
+    return out
+
+
+def validate(flavors, known_aliases):
+    """Every problem in the declared list, in words (empty when it is fine). Makes no API call."""
+    errors = []
+    seen = {}
+    for index, flavor in enumerate(flavors):
+        name = flavor.get("name") or ""
+        label = "flavors[%d] (%s)" % (index, name or "no name")
+        if not name.strip():
+            errors.append("%s: name must not be empty" % label)
+        if name in seen:
+            errors.append("%s: name '%s' is declared twice (also flavors[%d])" % (label, name, seen[name]))
+        seen.setdefault(name, index)
+        for field, low in (("vcpus", 1), ("ram", 1), ("disk", 0), ("ephemeral", 0), ("swap", 0)):
+            value = flavor.get(field)
+            if value is not None and value < low:
+                errors.append("%s: %s=%s must be >= %d" % (label, field, value, low))
+        if flavor.get("projects") and flavor.get("is_public", True):
+            errors.append("%s: projects %s only apply to a private flavor; set is_public: false"
+                          % (label, flavor["projects"]))
+        for key, value in (flavor.get("extra_specs") or {}).items():
+            key = str(key)
+            text = spec_value(value)
+            if not KEY_RE.match(key):
+                errors.append("%s: extra spec key '%s' must be 1-255 characters of letters, digits, '-_:. '"
+                              % (label, key))
+            if len(text) > 255:
+                errors.append("%s: extra spec %s is longer than 255 characters" % (label, key))
+            if key == ALIAS_KEY:
+                try:
+                    aliases = parse_alias_spec(text)
+                except ValueError as exc:
+                    errors.append("%s: extra spec %s='%s' is malformed: %s (expected ALIAS:COUNT with COUNT a "
+                                  "positive integer, several separated by commas, e.g. tesla-v100:1)"
+                                  % (label, key, text, exc))
+                    continue
+                if known_aliases is not None:
+                    for alias, _count in aliases:
+                        if alias not in known_aliases:
+                            errors.append(
+                                "%s: extra spec %s asks for PCI alias '%s', which no GPU host provides "
+                                "(aliases in the passthrough plans: %s); fix the flavor or the hosts' alias "
+                                "policy" % (label, key, alias, ", ".join(sorted(known_aliases)) or "none"))
+            elif key in BOOL_SPECS and text.lower() not in BOOL_WORDS:
+                errors.append("%s: extra spec %s='%s' must be true or false" % (label, key, text))
+    return errors
+
+
+# --------------------------------------------------------------------------- the difference
+
+def current_view(flavor, access=None):
+    """An existing flavor (SDK object or dict) as a plain dict comparable with a declared one."""
+    get = flavor.get if isinstance(flavor, dict) else lambda k, d=None: getattr(flavor, k, d)
+    return dict(
+        name=get("name"), id=get("id"), vcpus=int(get("vcpus") or 0), ram=int(get("ram") or 0),
+        disk=int(get("disk") or 0), ephemeral=int(get("ephemeral") or 0), swap=int(get("swap") or 0),
+        is_public=bool(get("is_public", True)), description=get("description"),
+        extra_specs=dict((str(k), str(v)) for k, v in (get("extra_specs") or {}).items()),
+        projects=sorted(access or []))
+
+
+def plan(declared, existing, access, project_ids, purge_extra_specs=True, recreate_on_change=False,
+         prune=False, prune_patterns=("*",)):
+    """The difference between the declared flavors and the existing ones. Pure: no API call.
+
+    declared: normalised declared flavors; existing: {name: current_view}; access: {name: [project ids]}
+    for existing private flavors; project_ids: {declared project name or id: id}.
+    Returns (actions, errors). Each action is a dict with 'action' in create, update, recreate, delete,
+    unchanged, plus 'name', 'want'/'have' and the details ('changes' in words).
+    """
+    actions = []
+    errors = []
+    declared_names = set()
+    for want in declared:
+        name = want["name"]
+        declared_names.add(name)
+        want_projects = sorted(set(project_ids.get(p, p) for p in want["projects"]))
+        have = existing.get(name)
+        if have is None:
+            changes = ["create (vcpus %s, ram %s MiB, disk %s GiB%s)" % (
+                want["vcpus"], want["ram"], want["disk"],
+                ", extra specs %s" % want["extra_specs"] if want["extra_specs"] else "")]
+            if want_projects:
+                changes.append("give access to projects %s" % ", ".join(want_projects))
+            actions.append(dict(action="create", name=name, want=want, projects=want_projects, changes=changes))
+            continue
+        fields = [f for f in IMMUTABLE if want[f] != have[f]]
+        if want.get("id") and want["id"] != have["id"]:
+            fields.append("id")
+        if fields:
+            words = ["%s: %s -> %s" % (f, have[f], want[f]) for f in fields]
+            if not recreate_on_change:
+                errors.append("flavor %s: %s cannot change in place (Nova flavors are immutable); set "
+                              "recreate_on_change: true to delete and create it again (it gets a new ID unless "
+                              "'id' is declared; running servers keep their copy)" % (name, ", ".join(words)))
+                continue
+            actions.append(dict(action="recreate", name=name, want=want, have=have, projects=want_projects,
+                                changes=["recreate: " + ", ".join(words)]))
+            continue
+        set_specs = dict((k, v) for k, v in want["extra_specs"].items() if have["extra_specs"].get(k) != v)
+        unset_specs = sorted(k for k in have["extra_specs"] if k not in want["extra_specs"]) \
+            if purge_extra_specs else []
+        have_projects = sorted(access.get(name, [])) if not have["is_public"] else []
+        add_projects = [p for p in want_projects if p not in have_projects]
+        remove_projects = [p for p in have_projects if p not in want_projects]
+        description = want.get("description")
+        set_description = description is not None and description != (have.get("description") or "")
+        changes = []
+        for key in sorted(set_specs):
+            old = have["extra_specs"].get(key)
+            changes.append("extra spec %s: %s -> '%s'" % (key, "absent" if old is None else "'%s'" % old,
+                                                          set_specs[key]))
+        changes += ["extra spec %s: '%s' -> absent" % (k, have["extra_specs"][k]) for k in unset_specs]
+        changes += ["give access to project %s" % p for p in add_projects]
+        changes += ["remove access of project %s" % p for p in remove_projects]
+        if set_description:
+            changes.append("description -> '%s'" % description)
+        if changes:
+            actions.append(dict(action="update", name=name, id=have["id"], want=want, have=have,
+                                set_specs=set_specs, unset_specs=unset_specs, add_projects=add_projects,
+                                remove_projects=remove_projects,
+                                description=description if set_description else None, changes=changes))
+        else:
+            actions.append(dict(action="unchanged", name=name, have=have, changes=[]))
+    if prune:
+        for name in sorted(existing):
+            if name in declared_names:
+                continue
+            if any(fnmatch.fnmatchcase(name, pattern) for pattern in prune_patterns):
+                actions.append(dict(action="delete", name=name, id=existing[name]["id"], have=existing[name],
+                                    changes=["delete (not declared, matches prune_patterns)"]))
+    return actions, errors
+
+
+def diff_of(actions):
+    """Ansible diff (before/after) of the flavors that change."""
+    def shown(view, projects=None):
+        if view is None:
+            return None
+        keep = dict((k, view.get(k)) for k in ("id", "vcpus", "ram", "disk", "ephemeral", "swap", "is_public",
+                                                 "extra_specs", "description") if view.get(k) is not None)
+        proj = view.get("projects") if projects is None else projects
+        if proj:
+            keep["projects"] = proj
+        return keep
+
+    before, after = {}, {}
+    for act in actions:
+        name = act["name"]
+        if act["action"] == "create":
+            after[name] = shown(act["want"], act["projects"])
+        elif act["action"] == "recreate":
+            before[name], after[name] = shown(act["have"]), shown(act["want"], act["projects"])
+        elif act["action"] == "update":
+            before[name] = shown(act["have"])
+            specs = dict(act["have"]["extra_specs"])
+            specs.update(act["set_specs"])
+            for key in act["unset_specs"]:
+                specs.pop(key, None)
+            new = dict(act["have"], extra_specs=specs)
+            if act["description"] is not None:
+                new["description"] = act["description"]
+            projects = [p for p in act["have"]["projects"] if p not in act["remove_projects"]] + act["add_projects"]
+            after[name] = shown(new, sorted(projects))
+        elif act["action"] == "delete":
+            before[name] = shown(act["have"])
+    return dict(before=before, after=after)
+
+
+# --------------------------------------------------------------------------- applying it
+
+def create_kwargs(want):
+    kwargs = dict(name=want["name"], vcpus=want["vcpus"], ram=want["ram"], disk=want["disk"],
+                  ephemeral=want["ephemeral"], swap=want["swap"], is_public=want["is_public"])
+    if want.get("id"):
+        kwargs["id"] = want["id"]
+    if want.get("description") is not None:
+        kwargs["description"] = want["description"]
+    return kwargs
+
+
+def apply(cm, actions):
+    """Carry out the actions over the run's connection; returns {name: id} of created/recreated flavors."""
+    compute = cm.conn.compute
+    new_ids = {}
+    for act in actions:
+        name = act["name"]
+        kind = act["action"]
+        if kind == "unchanged":
+            cm.record("unchanged", name)
+            continue
+        if kind == "delete":
+            cm.call("deleting flavor", name, compute.delete_flavor, act["id"], ignore_missing=True)
+            cm.record("deleted", name)
+            continue
+        if kind == "recreate":
+            cm.call("deleting flavor (to recreate it)", name, compute.delete_flavor, act["have"]["id"],
+                    ignore_missing=True)
+        if kind in ("create", "recreate"):
+            want = act["want"]
+            flavor = cm.call("creating flavor", name, compute.create_flavor, **create_kwargs(want))
+            if want["extra_specs"]:
+                cm.call("setting extra specs of flavor", name, compute.create_flavor_extra_specs, flavor,
+                        want["extra_specs"])
+            for project in act["projects"]:
+                cm.call("giving project %s access to flavor" % project, name, compute.flavor_add_tenant_access,
+                        flavor, project)
+            new_ids[name] = flavor.id
+            cm.record("created" if kind == "create" else "recreated", name)
+            continue
+        # update in place
+        flavor = act["id"]
+        if act["set_specs"]:
+            cm.call("setting extra specs of flavor", name, compute.create_flavor_extra_specs, flavor,
+                    act["set_specs"])
+        for key in act["unset_specs"]:
+            cm.call("removing extra spec %s of flavor" % key, name, compute.delete_flavor_extra_specs_property,
+                    flavor, key)
+        for project in act["add_projects"]:
+            cm.call("giving project %s access to flavor" % project, name, compute.flavor_add_tenant_access,
+                    flavor, project)
+        for project in act["remove_projects"]:
+            cm.call("removing access of project %s to flavor" % project, name,
+                    compute.flavor_remove_tenant_access, flavor, project)
+        if act["description"] is not None:
+            cm.call("updating the description of flavor", name, compute.update_flavor, flavor,
+                    description=act["description"])
+        cm.record("updated", name)
+    return new_ids
+
+
+def read_state(cm, declared):
+    """Existing flavors {name: view} (one list call) and access of declared private ones."""
+    compute = cm.conn.compute
+    listed = cm.call("listing", "flavors", lambda: list(compute.flavors(details=True, is_public=None)))
+    existing = {}
+    for flavor in listed:
+        existing[flavor.name] = current_view(flavor)
+    access = {}
+    declared_private = set(f["name"] for f in declared if not f["is_public"])
+    for name, view in existing.items():
+        if not view["is_public"] and name in declared_private:
+            entries = cm.call("reading the access list of flavor", name, compute.get_flavor_access, view["id"])
+            access[name] = sorted(e.get("tenant_id") for e in entries)
+            view["projects"] = access[name]
+    return existing, access
+
+
+def resolve_projects(cm, declared):
+    """{declared project name or id: id}, one lookup per distinct project."""
+    ids = {}
+    for flavor in declared:
+        for project in flavor["projects"]:
+            if project in ids:
+                continue
+            found = cm.call("looking up project", project, cm.conn.identity.find_project, project)
+            if found is None:
+                cm.fail("flavor %s: project '%s' does not exist (declare it first, e.g. with os_access)"
+                        % (flavor["name"], project), failed_item=flavor["name"])
+            ids[project] = found.id
+    return ids
+
+
+def main():
+    cm = CloudModule(ARGUMENT_SPEC)
+    params = cm.params
+    declared = [normalise(f) for f in params["flavors"]]
+    errors = validate(declared, params["known_aliases"])
+    if errors:
+        cm.fail("invalid flavor declaration, nothing was written: " + "; ".join(errors), errors=errors)
+
+    project_ids = resolve_projects(cm, declared)
+    existing, access = read_state(cm, declared)
+    actions, errors = plan(declared, existing, access, project_ids,
+                           purge_extra_specs=params["purge_extra_specs"],
+                           recreate_on_change=params["recreate_on_change"],
+                           prune=params["prune"], prune_patterns=params["prune_patterns"])
+    if errors:
+        cm.fail("nothing was written: " + "; ".join(errors), errors=errors)
+
+    changed = any(a["action"] != "unchanged" for a in actions)
+    new_ids = {}
+    if cm.check_mode:
+        for act in actions:
+            key = dict(create="created", update="updated", recreate="recreated", delete="deleted",
+                       unchanged="unchanged")[act["action"]]
+            cm.progress.setdefault(key, []).append(act["name"])
+    else:
+        new_ids = apply(cm, actions)
+
+    flavors = []
+    by_name = dict((a["name"], a) for a in actions)
+    for want in declared:
+        act = by_name[want["name"]]
+        have = act.get("have") or {}
+        view = dict((k, want[k]) for k in ("name", "vcpus", "ram", "disk", "ephemeral", "swap", "is_public",
+                                          "extra_specs", "description"))
+        view["id"] = new_ids.get(want["name"]) if act["action"] in ("create", "recreate") else have.get("id")
+        if act["action"] == "unchanged" or act["action"] == "update":
+            view["description"] = want["description"] if want["description"] is not None \
+                else have.get("description")
+            if not params["purge_extra_specs"]:
+                merged = dict(have["extra_specs"])
+                merged.update(want["extra_specs"])
+                view["extra_specs"] = merged
+        view["projects"] = sorted(set(project_ids.get(p, p) for p in want["projects"]))
+        flavors.append(view)
+
+    result = dict(created=[], updated=[], recreated=[], deleted=[], unchanged=[])
+    result.update(cm.progress)
+    result["changes"] = dict((a["name"], a["changes"]) for a in actions if a["changes"])
+    result["flavors"] = flavors
+    if cm.module._diff:
+        result["diff"] = diff_of(actions)
+    cm.exit(changed, **result)
+
+
+if __name__ == "__main__":
+    main()

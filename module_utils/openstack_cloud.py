@@ -1,0 +1,209 @@
+# -*- coding: utf-8 -*-
+# Copyright: open-gpu-cloud contributors
+# Apache License 2.0 (see pyproject.toml)
+"""Shared plumbing for the open-gpu-cloud OpenStack modules (library/os_*.py).
+
+* ``openstack_argument_spec()``: the connection options every module takes (``cloud`` from
+  clouds.yaml or an ``auth`` dict whose secrets are ``no_log``, ``region_name``, ``interface``,
+  TLS options, ``api_timeout``).
+* ``CloudModule``: an AnsibleModule wrapper that opens ONE openstacksdk connection per module run
+  (authenticating at once, so wrong credentials and unreachable endpoints fail before anything is
+  written), records what was done, and turns SDK/keystoneauth exceptions into ``fail_json`` naming
+  the resource, the server's message and the items already done.
+
+Modules import it as ``from ansible.module_utils.openstack_cloud import ...``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+try:
+    import openstack
+    from openstack import exceptions as sdk_exceptions
+    HAS_SDK = True
+    SDK_IMPORT_ERROR = None
+except ImportError:  # pragma: no cover - exercised by the missing-library message only
+    openstack = None
+    sdk_exceptions = None
+    HAS_SDK = False
+    SDK_IMPORT_ERROR = traceback.format_exc()
+
+try:
+    from keystoneauth1 import exceptions as ksa_exceptions
+except ImportError:  # pragma: no cover
+    ksa_exceptions = None
+
+# Keys of an ``auth`` dict (keystoneauth's password, token and application-credential plugins).
+AUTH_OPTIONS = dict(
+    auth_url=dict(type="str"),
+    username=dict(type="str"),
+    user_id=dict(type="str"),
+    password=dict(type="str", no_log=True),
+    token=dict(type="str", no_log=True),
+    application_credential_id=dict(type="str"),
+    application_credential_name=dict(type="str"),
+    application_credential_secret=dict(type="str", no_log=True),
+    project_name=dict(type="str"),
+    project_id=dict(type="str"),
+    project_domain_name=dict(type="str"),
+    project_domain_id=dict(type="str"),
+    user_domain_name=dict(type="str"),
+    user_domain_id=dict(type="str"),
+    domain_name=dict(type="str"),
+    domain_id=dict(type="str"),
+    system_scope=dict(type="str"),
+)
+
+CONNECTION_OPTIONS = ("cloud", "auth", "auth_type", "region_name", "interface", "validate_certs",
+                      "ca_cert", "api_timeout")
+
+
+def openstack_argument_spec():
+    """The connection options shared by every os_* module (merged into each module's own spec)."""
+    return dict(
+        cloud=dict(type="str"),
+        auth=dict(type="dict", options=AUTH_OPTIONS),
+        auth_type=dict(type="str"),
+        region_name=dict(type="str"),
+        interface=dict(type="str", default="public", choices=["public", "internal", "admin"],
+                       aliases=["endpoint_type"]),
+        validate_certs=dict(type="bool", aliases=["verify"]),
+        ca_cert=dict(type="str", aliases=["cacert"]),
+        api_timeout=dict(type="int"),
+    )
+
+
+def sdk_message(exc):
+    """The server's own words from an openstacksdk / keystoneauth exception, on one line."""
+    parts = []
+    status = getattr(exc, "status_code", None) or getattr(exc, "http_status", None)
+    details = getattr(exc, "details", None)
+    message = getattr(exc, "message", None) or str(exc)
+    if details and details not in message:
+        message = "%s: %s" % (message, details)
+    if status and str(status) not in message:
+        parts.append("HTTP %s" % status)
+    parts.append(" ".join(str(message).split()))
+    return ": ".join(parts)
+
+
+def connection_kwargs(params):
+    """openstack.connect() keyword arguments from the module parameters (None values dropped)."""
+    kwargs = {}
+    if params.get("cloud"):
+        kwargs["cloud"] = params["cloud"]
+    if params.get("auth"):
+        kwargs["auth"] = dict((k, v) for k, v in params["auth"].items() if v is not None)
+    for key in ("auth_type", "region_name", "interface", "api_timeout"):
+        if params.get(key) is not None:
+            kwargs[key] = params[key]
+    if params.get("validate_certs") is not None:
+        kwargs["verify"] = params["validate_certs"]
+    if params.get("ca_cert"):
+        kwargs["cacert"] = params["ca_cert"]
+    return kwargs
+
+
+class CloudModule:
+    """One module run: parameters, one connection, progress, and failures with context."""
+
+    def __init__(self, argument_spec, **kwargs):
+        spec = openstack_argument_spec()
+        spec.update(argument_spec)
+        kwargs.setdefault("supports_check_mode", True)
+        self.module = AnsibleModule(argument_spec=spec, **kwargs)
+        self.params = self.module.params
+        self.check_mode = self.module.check_mode
+        self._conn = None
+        # Progress, reported on failure so the operator knows what a re-run still has to do.
+        self.progress = {}
+        if not HAS_SDK:
+            self.module.fail_json(msg=missing_required_lib("openstacksdk"), exception=SDK_IMPORT_ERROR)
+
+    # ---- connection ------------------------------------------------------------
+    @property
+    def conn(self):
+        """The run's single openstacksdk connection, authenticated on first use."""
+        if self._conn is None:
+            self._conn = self._connect()
+        return self._conn
+
+    def _where(self):
+        if self.params.get("cloud"):
+            return "cloud '%s'" % self.params["cloud"]
+        auth = self.params.get("auth") or {}
+        if auth.get("auth_url"):
+            return "auth_url %s" % auth["auth_url"]
+        return "the cloud from the environment (OS_CLOUD / OS_* variables)"
+
+    def _connect(self):
+        kwargs = connection_kwargs(self.params)
+        try:
+            conn = openstack.connect(**kwargs)
+        except Exception as exc:  # config errors: unknown cloud name, missing auth_url, ...
+            self.module.fail_json(msg="cannot configure the connection to %s: %s (check clouds.yaml / the auth "
+                                      "option)" % (self._where(), sdk_message(exc)))
+        try:
+            conn.authorize()
+        except Exception as exc:  # pylint: disable=broad-except
+            self.module.fail_json(msg=self._auth_failure(exc))
+        return conn
+
+    def _auth_failure(self, exc):
+        where = self._where()
+        text = sdk_message(exc)
+        if ksa_exceptions is not None and isinstance(exc, (ksa_exceptions.ConnectFailure,
+                                                           ksa_exceptions.ConnectTimeout,
+                                                           ksa_exceptions.DiscoveryFailure)):
+            return "cannot reach the identity endpoint of %s: %s (is Keystone running and the auth_url right?)" % (
+                where, text)
+        if ksa_exceptions is not None and isinstance(exc, ksa_exceptions.Unauthorized) or "401" in text:
+            return "authentication to %s failed (wrong user, password or project?): %s" % (where, text)
+        return "cannot authenticate to %s: %s" % (where, text)
+
+    # ---- progress and failures -----------------------------------------------------
+    def record(self, key, item):
+        """Note one completed item (e.g. record('created', 'gpu_tiny'))."""
+        self.progress.setdefault(key, []).append(item)
+
+    def fail(self, msg, **extra):
+        """fail_json with the progress so far (``changed`` true when something was already written)."""
+        result = dict(self.progress)
+        result.update(extra)
+        msg = msg.rstrip(".")
+        done = [item for key in ("created", "updated", "deleted", "recreated", "disabled") for item in
+                self.progress.get(key, [])]
+        if done:
+            msg = "%s. Already done in this run: %s; a re-run finishes the job" % (msg, ", ".join(
+                "%s %s" % (key, ", ".join(map(str, self.progress[key]))) for key in
+                ("created", "updated", "recreated", "deleted", "disabled") if self.progress.get(key)))
+        self.module.fail_json(msg=msg, changed=bool(done), **result)
+
+    def fail_sdk(self, exc, action, resource):
+        """An API call failed: name the action, the resource and the server's message."""
+        self.fail("%s %s failed: %s" % (action, resource, sdk_message(exc)), failed_item=resource)
+
+    def call(self, action, resource, func, *args, **kwargs):
+        """Run one API call; an SDK or connection error becomes fail_sdk (never a traceback)."""
+        try:
+            return func(*args, **kwargs)
+        except Exception as exc:  # pylint: disable=broad-except
+            if _is_api_error(exc):
+                self.fail_sdk(exc, action, resource)
+            raise
+
+    def exit(self, changed, **result):
+        self.module.exit_json(changed=changed, **result)
+
+
+def _is_api_error(exc):
+    if sdk_exceptions is not None and isinstance(exc, sdk_exceptions.SDKException):
+        return True
+    if ksa_exceptions is not None and isinstance(exc, ksa_exceptions.ClientException):
+        return True
+    return False

@@ -1,0 +1,569 @@
+#!/usr/bin/env python3
+"""A local test cloud: real Keystone, Nova API and Glance API on 127.0.0.1, SQLite databases.
+
+Run with the OpenStack services venv's Python (scripts/testcloud.sh does that):
+
+    testcloud.py start  [--dir DIR] [--lifetime SECONDS]
+    testcloud.py stop   [--dir DIR]
+    testcloud.py status [--dir DIR]
+    testcloud.py wipe   [--dir DIR]      stop, then delete databases, keys and images
+
+State layout under DIR (default: .demo/cloud in the repository):
+
+    state.json      ports, PIDs, lifetime, when each server started
+    secrets.json    admin and service passwords (0600; kept by wipe so clouds.yaml stays valid)
+    clouds.yaml     cloud `ogc-test`, admin in project admin (0600)
+    etc/<svc>/      generated configuration        data/   SQLite databases, fernet keys, images
+    log/<svc>.log   service log                    log/<svc>-server.log  gunicorn and stderr
+    wsgi/           tiny wrappers that clear sys.argv before importing each WSGI app
+
+Every server runs under coreutils `timeout`, so it stops by itself after --lifetime seconds
+(default 7200, env OGC_TESTCLOUD_LIFETIME) even if nobody calls `stop`.
+Only the Python standard library is needed before keystone is up; the catalog is registered with
+openstacksdk from the same venv.
+"""
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+SERVICES = ("keystone", "nova", "glance")
+CLOUD_NAME = "ogc-test"
+REGION = "RegionOne"
+DEFAULT_LIFETIME = 7200
+READY_TIMEOUT = 120
+
+WSGI_WRAPPERS = {
+    "keystone": "keystone.wsgi.api",
+    "nova": "nova.wsgi.osapi_compute",
+    "glance": "glance.wsgi.api",
+}
+# What GET <base> answers when the service is up (glance answers 300 Multiple Choices).
+READY_PATHS = {"keystone": "/v3", "nova": "/", "glance": "/"}
+
+
+class CloudError(Exception):
+    """A failure with a message meant for the operator (no traceback)."""
+
+
+# --------------------------------------------------------------------------- helpers
+
+def venv_bin(name):
+    return os.path.join(os.path.dirname(sys.executable), name)
+
+
+def load_json(path, default):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        return default
+
+
+def write_file(path, text, mode=0o644):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def port_is_free(port):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(taken):
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in taken:
+            return port
+
+
+def pid_alive(pid):
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of ours is not alive.
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+            return handle.read().split(") ")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def http_status(url, timeout=2.0):
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+def tail(path, lines=15):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return "".join(handle.readlines()[-lines:])
+    except OSError:
+        return ""
+
+
+# --------------------------------------------------------------------------- the cloud
+
+class TestCloud:
+    def __init__(self, state_dir, lifetime=DEFAULT_LIFETIME):
+        self.dir = os.path.abspath(state_dir)
+        self.etc = os.path.join(self.dir, "etc")
+        self.data = os.path.join(self.dir, "data")
+        self.logs = os.path.join(self.dir, "log")
+        self.state_path = os.path.join(self.dir, "state.json")
+        self.secrets_path = os.path.join(self.dir, "secrets.json")
+        self.clouds_yaml = os.path.join(self.dir, "clouds.yaml")
+        self.lifetime = lifetime
+        self.state = load_json(self.state_path, {})
+
+    # ---- state ---------------------------------------------------------------
+    def save_state(self):
+        write_file(self.state_path, json.dumps(self.state, indent=2, sort_keys=True) + "\n")
+
+    def secrets(self):
+        found = load_json(self.secrets_path, None)
+        if found is None:
+            found = {name: secrets.token_urlsafe(18) for name in ("admin", "nova", "glance")}
+            write_file(self.secrets_path, json.dumps(found, indent=2) + "\n", 0o600)
+        return found
+
+    def url(self, service, port=None):
+        port = port or self.state["ports"][service]
+        suffix = {"keystone": "/v3", "nova": "/v2.1", "glance": ""}[service]
+        return f"http://127.0.0.1:{port}{suffix}"
+
+    def running(self):
+        """{service: pid} of the servers that are alive."""
+        return {svc: pid for svc, pid in self.state.get("pids", {}).items() if pid_alive(pid)}
+
+    # ---- configuration -------------------------------------------------------
+    def choose_ports(self):
+        old = self.state.get("ports", {})
+        ports = {}
+        for svc in SERVICES:
+            port = old.get(svc)
+            if not port or not port_is_free(port) or port in ports.values():
+                port = free_port(set(ports.values()))
+            ports[svc] = port
+        self.state["ports"] = ports
+
+    def db(self, name):
+        return f"sqlite:///{os.path.join(self.data, name + '.sqlite')}"
+
+    def authtoken(self, user, password):
+        return f"""[keystone_authtoken]
+www_authenticate_uri = {self.url('keystone')}
+auth_url = {self.url('keystone')}
+auth_type = password
+project_domain_name = Default
+user_domain_name = Default
+project_name = service
+username = {user}
+password = {password}
+region_name = {REGION}
+"""
+
+    def write_configs(self):
+        pw = self.secrets()
+        for sub in ("keystone", "nova", "glance"):
+            os.makedirs(os.path.join(self.etc, sub), exist_ok=True)
+        for sub in ("fernet-keys", "credential-keys", "images", "staging", "tasks", "locks"):
+            os.makedirs(os.path.join(self.data, sub), exist_ok=True)
+        os.makedirs(self.logs, exist_ok=True)
+        common = "[oslo_policy]\nenforce_new_defaults = true\n"
+
+        write_file(os.path.join(self.etc, "keystone", "keystone.conf"), f"""[DEFAULT]
+log_file = {self.logs}/keystone.log
+[database]
+connection = {self.db('keystone')}
+[token]
+provider = fernet
+[fernet_tokens]
+key_repository = {self.data}/fernet-keys
+[fernet_receipts]
+key_repository = {self.data}/fernet-keys
+[credential]
+key_repository = {self.data}/credential-keys
+[cache]
+enabled = true
+backend = dogpile.cache.memory
+[identity]
+# Test-only speed-up: bcrypt's minimum cost.
+password_hash_rounds = 4
+{common}""")
+
+        shutil.copy(os.path.join(sys.prefix, "etc", "nova", "api-paste.ini"),
+                    os.path.join(self.etc, "nova", "api-paste.ini"))
+        write_file(os.path.join(self.etc, "nova", "nova.conf"), f"""[DEFAULT]
+log_file = {self.logs}/nova.log
+transport_url = fake://
+my_ip = 127.0.0.1
+host = ogc-testcloud
+state_path = {self.data}
+[api]
+auth_strategy = keystone
+[api_database]
+connection = {self.db('nova_api')}
+[database]
+connection = {self.db('nova')}
+[oslo_concurrency]
+lock_path = {self.data}/locks
+[wsgi]
+api_paste_config = {self.etc}/nova/api-paste.ini
+{self.authtoken('nova', pw['nova'])}
+{common}""")
+
+        shutil.copy(os.path.join(sys.prefix, "etc", "glance", "glance-api-paste.ini"),
+                    os.path.join(self.etc, "glance", "glance-api-paste.ini"))
+        write_file(os.path.join(self.etc, "glance", "glance-api.conf"), f"""[DEFAULT]
+log_file = {self.logs}/glance.log
+enabled_backends = file:file
+[glance_store]
+default_backend = file
+[file]
+filesystem_store_datadir = {self.data}/images
+[os_glance_staging_store]
+filesystem_store_datadir = {self.data}/staging
+[os_glance_tasks_store]
+filesystem_store_datadir = {self.data}/tasks
+[database]
+connection = {self.db('glance')}
+[paste_deploy]
+flavor = keystone
+config_file = {self.etc}/glance/glance-api-paste.ini
+[oslo_concurrency]
+lock_path = {self.data}/locks
+{self.authtoken('glance', pw['glance'])}
+{common}""")
+
+        wsgi_dir = os.path.join(self.dir, "wsgi")
+        for svc, module in WSGI_WRAPPERS.items():
+            # oslo.config parses sys.argv: gunicorn's own flags would break the app's start-up.
+            write_file(os.path.join(wsgi_dir, f"ogc_{svc}_app.py"),
+                       f"import sys\nsys.argv = sys.argv[:1]\nfrom {module} import application  # noqa: E402,F401\n")
+
+        write_file(self.clouds_yaml, f"""# Written by scripts/testcloud.sh: the local test cloud (admin). Do not commit.
+clouds:
+  {CLOUD_NAME}:
+    auth:
+      auth_url: {self.url('keystone')}
+      username: admin
+      password: {pw['admin']}
+      project_name: admin
+      user_domain_name: Default
+      project_domain_name: Default
+    region_name: {REGION}
+    interface: public
+    identity_api_version: 3
+""", 0o600)
+
+    # ---- initialisation ------------------------------------------------------
+    def manage(self, label, argv):
+        log = os.path.join(self.logs, "init.log")
+        with open(log, "a", encoding="utf-8") as out:
+            out.write(f"\n$ {' '.join(argv)}\n")
+            out.flush()
+            proc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, check=False,
+                                  cwd=self.dir)
+        if proc.returncode:
+            raise CloudError(f"{label}: `{' '.join(argv)}` exited {proc.returncode}; see {log}\n{tail(log)}")
+
+    def wal(self, name):
+        con = sqlite3.connect(os.path.join(self.data, name + ".sqlite"))
+        try:
+            con.execute("PRAGMA journal_mode=WAL")
+        finally:
+            con.close()
+
+    def init_keystone(self):
+        conf = ["--config-file", os.path.join(self.etc, "keystone", "keystone.conf")]
+        km = venv_bin("keystone-manage")
+        self.manage("keystone", [km, *conf, "db_sync"])
+        self.manage("keystone", [km, *conf, "fernet_setup", "--keystone-user", str(os.getuid()),
+                                 "--keystone-group", str(os.getgid())])
+        self.manage("keystone", [km, *conf, "credential_setup", "--keystone-user", str(os.getuid()),
+                                 "--keystone-group", str(os.getgid())])
+        self.bootstrap_keystone()
+        self.wal("keystone")
+
+    def bootstrap_keystone(self):
+        conf = ["--config-file", os.path.join(self.etc, "keystone", "keystone.conf")]
+        url = self.url("keystone")
+        self.manage("keystone", [venv_bin("keystone-manage"), *conf, "bootstrap",
+                                 "--bootstrap-password", self.secrets()["admin"],
+                                 "--bootstrap-admin-url", url, "--bootstrap-internal-url", url,
+                                 "--bootstrap-public-url", url, "--bootstrap-region-id", REGION])
+
+    def init_nova(self):
+        conf = ["--config-file", os.path.join(self.etc, "nova", "nova.conf")]
+        nm = venv_bin("nova-manage")
+        self.manage("nova", [nm, *conf, "api_db", "sync"])
+        self.manage("nova", [nm, *conf, "cell_v2", "map_cell0", "--database_connection",
+                             self.db("nova_cell0")])
+        self.manage("nova", [nm, *conf, "db", "sync"])
+        self.manage("nova", [nm, *conf, "cell_v2", "create_cell", "--name", "cell1",
+                             "--database_connection", self.db("nova"), "--transport-url", "fake://"])
+        for name in ("nova_api", "nova", "nova_cell0"):
+            self.wal(name)
+
+    def init_glance(self):
+        self.manage("glance", [venv_bin("glance-manage"), "--config-file",
+                               os.path.join(self.etc, "glance", "glance-api.conf"), "db_sync"])
+        self.wal("glance")
+
+    def initialise(self):
+        errors = []
+
+        def run(func):
+            try:
+                func()
+            except CloudError as exc:
+                errors.append(str(exc))
+
+        threads = [threading.Thread(target=run, args=(f,))
+                   for f in (self.init_keystone, self.init_nova, self.init_glance)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if errors:
+            raise CloudError("initialising the databases failed:\n" + "\n".join(errors))
+        self.state["initialised"] = True
+        self.state["keystone_url"] = self.url("keystone")
+        self.save_state()
+
+    # ---- servers -------------------------------------------------------------
+    def spawn(self, svc):
+        env = dict(os.environ)
+        env.update({
+            "OS_KEYSTONE_CONFIG_DIR": os.path.join(self.etc, "keystone"),
+            "OS_NOVA_CONFIG_DIR": os.path.join(self.etc, "nova"),
+            "OS_GLANCE_CONFIG_DIR": os.path.join(self.etc, "glance"),
+            "PYTHONPATH": os.path.join(self.dir, "wsgi"),
+        })
+        env.pop("OS_CLOUD", None)
+        server_log = os.path.join(self.logs, f"{svc}-server.log")
+        argv = ["timeout", "--kill-after=10", str(int(self.lifetime)),
+                venv_bin("gunicorn"), "--bind", f"127.0.0.1:{self.state['ports'][svc]}",
+                "--workers", "1", "--worker-class", "gthread", "--threads", "4",
+                "--timeout", "300", "--graceful-timeout", "5",
+                "--error-logfile", server_log, "--capture-output",
+                "--access-logfile", os.path.join(self.logs, f"{svc}-access.log"),
+                "--name", f"ogc-testcloud-{svc}",
+                f"ogc_{svc}_app:application"]
+        with open(server_log, "a", encoding="utf-8") as out:
+            out.write(f"\n--- {time.strftime('%Y-%m-%dT%H:%M:%S')} start: {' '.join(argv)}\n")
+            out.flush()
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                    cwd=self.dir, env=env, start_new_session=True)
+        self.state.setdefault("pids", {})[svc] = proc.pid
+        self.state.setdefault("started_at", {})[svc] = time.time()
+        return proc
+
+    def wait_ready(self, svc, proc, deadline):
+        url = f"http://127.0.0.1:{self.state['ports'][svc]}{READY_PATHS[svc]}"
+        while time.time() < deadline:
+            if proc.poll() is not None:
+                raise self.failed(svc, f"exited with status {proc.returncode} during start-up")
+            status = http_status(url)
+            if status is not None and status < 500:
+                return
+            time.sleep(0.3)
+        raise self.failed(svc, f"did not answer on {url} within {READY_TIMEOUT} s")
+
+    def failed(self, svc, why):
+        logs = [os.path.join(self.logs, f"{svc}-server.log"), os.path.join(self.logs, f"{svc}.log")]
+        detail = "".join(f"\n--- last lines of {p}:\n{tail(p)}" for p in logs if os.path.exists(p))
+        return CloudError(f"{svc} {why}. Logs: {', '.join(logs)}{detail}")
+
+    def register_catalog(self):
+        """Service project, service users (admin role) and compute/image endpoints: idempotent."""
+        import openstack  # the services venv has openstacksdk  # pylint: disable=import-outside-toplevel
+
+        pw = self.secrets()
+        conn = openstack.connect(
+            auth_url=self.url("keystone"), username="admin", password=pw["admin"], project_name="admin",
+            user_domain_name="Default", project_domain_name="Default", region_name=REGION,
+            identity_api_version="3", load_yaml_config=False, load_envvars=False)
+        ident = conn.identity
+        project = ident.find_project("service", domain_id="default") or \
+            ident.create_project(name="service", domain_id="default", description="Service users")
+        admin_role = ident.find_role("admin", ignore_missing=False)
+        for svc, stype, user in (("nova", "compute", "nova"), ("glance", "image", "glance")):
+            found = ident.find_user(user, domain_id="default")
+            if found is None:
+                found = ident.create_user(name=user, password=pw[user], domain_id="default")
+            else:
+                ident.update_user(found, password=pw[user])
+            ident.assign_project_role_to_user(project, found, admin_role)
+            service = next(iter(ident.services(type=stype)), None) or \
+                ident.create_service(name=svc, type=stype, is_enabled=True)
+            url = self.url(svc)
+            existing = {e.interface: e for e in ident.endpoints(service_id=service.id)}
+            for interface in ("public", "internal", "admin"):
+                endpoint = existing.get(interface)
+                if endpoint is None:
+                    ident.create_endpoint(service_id=service.id, interface=interface, url=url,
+                                          region_id=REGION)
+                elif endpoint.url != url:
+                    ident.update_endpoint(endpoint, url=url)
+        conn.close()
+
+    # ---- commands ------------------------------------------------------------
+    def start(self):
+        os.makedirs(self.dir, exist_ok=True)
+        up = self.running()
+        if up and len(up) == len(SERVICES):
+            print(f"testcloud: already running in {self.dir}")
+            self.print_status()
+            return 0
+        if up:
+            self.stop(quiet=True)
+        t0 = time.time()
+        self.choose_ports()
+        self.write_configs()
+        self.save_state()
+        if not self.state.get("initialised"):
+            print(f"testcloud: initialising databases in {self.data}", flush=True)
+            self.initialise()
+        elif self.state.get("keystone_url") != self.url("keystone"):
+            self.bootstrap_keystone()  # updates the identity endpoint to the new port
+            self.state["keystone_url"] = self.url("keystone")
+        t1 = time.time()
+        procs = {svc: self.spawn(svc) for svc in SERVICES}
+        self.state["lifetime"] = self.lifetime
+        self.save_state()
+        deadline = time.time() + READY_TIMEOUT
+        try:
+            self.wait_ready("keystone", procs["keystone"], deadline)
+            try:
+                self.register_catalog()
+            except Exception as exc:  # pylint: disable=broad-except
+                raise self.failed("keystone", f"refused the catalog registration ({exc})") from None
+            for svc in ("nova", "glance"):
+                self.wait_ready(svc, procs[svc], deadline)
+        except CloudError:
+            self.stop(quiet=True)
+            raise
+        print(f"testcloud: started in {time.time() - t0:.1f} s (databases {t1 - t0:.1f} s); "
+              f"servers stop by themselves after {self.lifetime} s")
+        self.print_status()
+        return 0
+
+    def stop(self, quiet=False):
+        pids = self.state.get("pids", {})
+        for svc, pid in pids.items():
+            if pid_alive(pid):
+                try:
+                    os.kill(pid, signal.SIGTERM)  # timeout forwards it to gunicorn
+                except ProcessLookupError:
+                    pass
+        deadline = time.time() + 15
+        for svc, pid in pids.items():
+            while pid_alive(pid) and time.time() < deadline:
+                time.sleep(0.1)
+            if pid_alive(pid):
+                # Our own session (start_new_session): the process group id is the recorded PID.
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+            if not quiet:
+                print(f"testcloud: {svc} (pid {pid}) stopped")
+        self.state["pids"] = {}
+        if os.path.isdir(self.dir) and self.state:
+            self.save_state()
+        if not pids and not quiet:
+            print(f"testcloud: nothing running in {self.dir}")
+        return 0
+
+    def status(self):
+        if not self.state:
+            print(f"testcloud: no test cloud in {self.dir}")
+            return 3
+        return self.print_status()
+
+    def print_status(self):
+        up = self.running()
+        started = self.state.get("started_at", {})
+        lifetime = self.state.get("lifetime", DEFAULT_LIFETIME)
+        for svc in SERVICES:
+            port = self.state.get("ports", {}).get(svc)
+            if svc in up:
+                left = int(started.get(svc, 0) + lifetime - time.time())
+                print(f"  {svc:8} running  pid {up[svc]:<7} {self.url(svc, port)}  (stops itself in {left} s)")
+            else:
+                print(f"  {svc:8} stopped  log {os.path.join(self.logs, svc + '-server.log')}")
+        print(f"  clouds.yaml {self.clouds_yaml} (cloud {CLOUD_NAME}); "
+              f"export OS_CLIENT_CONFIG_FILE={self.clouds_yaml} OS_CLOUD={CLOUD_NAME}")
+        return 0 if len(up) == len(SERVICES) else 3
+
+    def wipe(self):
+        self.stop(quiet=True)
+        for path in (self.data, os.path.join(self.dir, "wsgi"), self.etc):
+            shutil.rmtree(path, ignore_errors=True)
+        for key in ("initialised", "keystone_url", "pids", "started_at"):
+            self.state.pop(key, None)
+        if os.path.isdir(self.dir):
+            self.save_state()
+        print(f"testcloud: wiped databases, keys and images in {self.dir} (passwords and logs kept)")
+        return 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("command", choices=("start", "stop", "status", "wipe"))
+    parser.add_argument("--dir", default=os.environ.get("OGC_TESTCLOUD_DIR", ".demo/cloud"),
+                        help="state directory (default .demo/cloud, env OGC_TESTCLOUD_DIR)")
+    parser.add_argument("--lifetime", type=int,
+                        default=int(os.environ.get("OGC_TESTCLOUD_LIFETIME", DEFAULT_LIFETIME)),
+                        help="seconds after which every server stops by itself (default 7200)")
+    args = parser.parse_args(argv)
+    if args.lifetime <= 0:
+        parser.error("--lifetime must be a positive number of seconds")
+    cloud = TestCloud(args.dir, args.lifetime)
+    try:
+        return getattr(cloud, args.command)()
+    except CloudError as exc:
+        print(f"testcloud: {args.command} failed: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

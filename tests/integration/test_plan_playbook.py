@@ -1,0 +1,98 @@
+"""playbooks/plan.yml through ansible-playbook on fixture hosts: plan files, check mode, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tarfile
+
+import pytest
+import yaml
+
+from ogc_testlib import ROOT
+
+pytestmark = pytest.mark.integration
+HOSTS = {"seed": "seed-v100", "intel": "intel-pre-iommu", "twin": "console-twin"}
+
+
+def write_inventory(tmp_path, fixture_host, extra_host_vars=None):
+    hosts = {}
+    for host, fixture in HOSTS.items():
+        root = fixture_host(fixture)
+        hosts[host] = {"passthrough_sysfs_root": f"{root}/sys", "passthrough_procfs_root": f"{root}/proc"}
+        hosts[host].update((extra_host_vars or {}).get(host, {}))
+    inventory = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"},
+                         "children": {"gpu_hosts": {"hosts": hosts}}}}
+    path = tmp_path / "inventory.yml"
+    path.write_text(yaml.safe_dump(inventory))
+    return path
+
+
+def run_playbook(inventory, *args, playbook="plan.yml"):
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_FORCE_COLOR="0")
+    proc = subprocess.run(["ansible-playbook", "-i", str(inventory), os.path.join(ROOT, "playbooks", playbook), *args],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=ROOT, check=False)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_plan_files_and_report(tmp_path, fixture_host):
+    inventory = write_inventory(tmp_path, fixture_host)
+    plans = tmp_path / "plans"
+    rc, out = run_playbook(inventory, "-e", f"passthrough_plan_dir={plans}")
+    assert rc == 0, out
+    seed = json.loads((plans / "seed.json").read_text())
+    assert [s["address"] for s in seed["plan"]["selected"]] == ["0000:27:00.0", "0000:44:00.0", "0000:a3:00.0", "0000:c3:00.0"]
+    assert seed["plan"]["vfio_ids"] == ["10de:1db4"] and seed["plan"]["host"] == "seed"
+    assert seed["facts"]["iommu_groups"]["19"][-2:] == ["0000:27:00.0", "0000:28:00.0"]
+    assert json.loads((plans / "intel.json").read_text())["plan"]["selected"] == []
+    assert json.loads((plans / "twin.json").read_text())["plan"]["bind_by_address"][0] == "0000:0b:00.0"
+    # The readable table is printed for each host.
+    assert "0000:27:00.0  Tesla V100 PCIe 16GB      19     nouveau  nova     alias tesla-v100 (type-PCI)" in out
+    # A second run changes nothing.
+    rc, out = run_playbook(inventory, "-e", f"passthrough_plan_dir={plans}")
+    assert rc == 0 and "changed=0" in out and "changed=1" not in out, out
+
+
+def test_check_mode_writes_nothing(tmp_path, fixture_host):
+    inventory = write_inventory(tmp_path, fixture_host)
+    plans = tmp_path / "plans"
+    rc, out = run_playbook(inventory, "--check", "--diff", "-e", f"passthrough_plan_dir={plans}")
+    assert rc == 0, out
+    assert not plans.exists()
+
+
+def test_bad_policy_names_host_key_and_fix(tmp_path, fixture_host):
+    inventory = write_inventory(tmp_path, fixture_host, {"seed": {"passthrough_policy": {"exclude": ["0000:99:00.0"]}}})
+    rc, out = run_playbook(inventory, "--limit", "seed")
+    assert rc != 0
+    assert "passthrough_plan: host seed: passthrough_policy.exclude names 0000:99:00.0, which does not exist" in out
+    assert "lspci -D" in out and "Traceback" not in out
+
+
+def test_missing_sysfs_root_names_the_variable(tmp_path, fixture_host):
+    inventory = write_inventory(tmp_path, fixture_host, {"intel": {"passthrough_sysfs_root": str(tmp_path / "missing")}})
+    rc, out = run_playbook(inventory, "--limit", "intel")
+    assert rc != 0
+    assert "fatal: [intel]" in out and "passthrough_sysfs_root" in out and "does not exist" in out
+    assert "Traceback" not in out
+
+
+def test_relative_sysfs_root_is_refused_by_preflight(tmp_path, fixture_host):
+    inventory = write_inventory(tmp_path, fixture_host, {"twin": {"passthrough_sysfs_root": "sys"}})
+    rc, out = run_playbook(inventory, "--limit", "twin")
+    assert rc != 0 and "Host twin: passthrough_sysfs_root (sys)" in out and "must be absolute paths" in out
+
+
+def test_capture_playbook_archive_plans_like_the_host(tmp_path, fixture_host, facts_module):
+    inventory = write_inventory(tmp_path, fixture_host)
+    captures = tmp_path / "captures"
+    rc, out = run_playbook(inventory, "--limit", "twin", "-e", f"capture_dir={captures}", playbook="capture.yml")
+    assert rc == 0, out
+    assert "captured 11 PCI functions" in out
+    with tarfile.open(captures / "twin.tar.gz") as tar:
+        tar.extractall(tmp_path / "twin", filter="tar")
+    root = fixture_host("console-twin")
+    original = facts_module.discover(f"{root}/sys", f"{root}/proc")
+    assert facts_module.discover(str(tmp_path / "twin" / "sys"), str(tmp_path / "twin" / "proc")) == original

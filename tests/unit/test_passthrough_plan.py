@@ -1,0 +1,311 @@
+"""Every planning rule and error path of the passthrough_plan filter, on fixture hosts and small facts."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+
+def dev(address, ident, klass, group=None, driver=None, **extra):
+    vendor, product = ident.split(":")
+    out = {"address": address, "vendor_id": vendor, "product_id": product, "class_id": klass,
+           "driver": driver, "iommu_group": None if group is None else str(group), "numa_node": 0,
+           "boot_vga": False, "sriov_totalvfs": None, "driver_override": None}
+    out.update(extra)
+    return out
+
+
+def facts_of(devices, cpu="amd", iommu=True, cmdline=("ro", "quiet")):
+    return {"iommu_enabled": iommu, "cpu_vendor": cpu, "virtualization": "svm" if cpu == "amd" else "vmx",
+            "kernel_cmdline": list(cmdline), "efi": True, "devices": devices, "iommu_units": [],
+            "iommu_groups": {}}
+
+
+# ---------------------------------------------------------------------------------------------
+# The seed server, as documented: 6x V100 in groups 19, 32, 75, 87 -> 4 selected.
+
+def test_seed_server_one_gpu_per_group(planner, host_facts):
+    plan = planner.passthrough_plan(host_facts("seed-v100"), {}, "seed-v100")
+    assert [s["address"] for s in plan["selected"]] == ["0000:27:00.0", "0000:44:00.0", "0000:a3:00.0", "0000:c3:00.0"]
+    assert {s["iommu_group"] for s in plan["selected"]} == {"19", "32", "75", "87"}
+    assert all(s["device_type"] == "type-PCI" and s["alias"] == "tesla-v100" for s in plan["selected"])
+    assert plan["vfio_ids"] == ["10de:1db4"]
+    assert plan["bind_by_address"] == []
+    assert plan["aliases"] == [{"name": "tesla-v100", "vendor_id": "10de", "product_id": "1db4", "device_type": "type-PCI"}]
+    # The group peers are not offered but are bound so the group stays viable.
+    reasons = {e["address"]: e["reason"] for e in plan["excluded"]}
+    assert "shares IOMMU group 19 with 0000:27:00.0" in reasons["0000:28:00.0"]
+    assert "shares IOMMU group 87 with 0000:c3:00.0" in reasons["0000:c4:00.0"]
+    assert {"0000:28:00.0", "0000:c4:00.0"} <= set(plan["vfio_devices"])
+    # Bridges and switch ports in the groups are never bound.
+    assert not {"0000:25:00.0", "0000:26:08.0", "0000:20:03.1"} & set(plan["vfio_devices"])
+    # The BMC console is no GPU and stays.
+    assert "0000:03:00.0" in plan["host_devices"] and "not a GPU" in reasons["0000:03:00.0"]
+    assert plan["kernel_args"] == ["iommu=pt", "vfio-pci.ids=10de:1db4", "rd.driver.pre=vfio-pci",
+                                   "modprobe.blacklist=nouveau,nvidiafb"]
+    assert "amd_iommu=off" in plan["kernel_args_absent"]
+    assert plan["reboot_required"] is True
+
+
+def test_seed_server_after_configuration_needs_no_reboot(planner, host_facts):
+    bound = {a: "vfio-pci" for a in ["0000:27:00.0", "0000:28:00.0", "0000:44:00.0", "0000:a3:00.0",
+                                     "0000:c3:00.0", "0000:c4:00.0"]}
+    cmdline = "ro quiet iommu=pt vfio-pci.ids=10de:1db4 rd.driver.pre=vfio-pci modprobe.blacklist=nvidiafb,nouveau,snd"
+    plan = planner.passthrough_plan(host_facts("seed-v100", drivers=bound, cmdline=cmdline), {}, "seed-v100")
+    assert plan["reboot_required"] is False
+    assert plan["pending"] == []
+
+
+def test_selection_is_deterministic_whatever_the_device_order(planner, host_facts):
+    facts = host_facts("seed-v100")
+    shuffled = copy.deepcopy(facts)
+    shuffled["devices"].reverse()
+    assert planner.passthrough_plan(shuffled, {}, "h") == planner.passthrough_plan(facts, {}, "h")
+
+
+# ---------------------------------------------------------------------------------------------
+# IOMMU not active.
+
+def test_iommu_off_selects_nothing_and_plans_the_args(planner, host_facts):
+    plan = planner.passthrough_plan(host_facts("intel-pre-iommu"), {}, "intel-t4")
+    assert plan["selected"] == [] and plan["aliases"] == []
+    assert plan["iommu_enabled"] is False
+    assert plan["kernel_args"][:2] == ["intel_iommu=on", "iommu=pt"]
+    assert "vfio-pci.ids=10de:1eb8" in plan["kernel_args"]
+    assert plan["reboot_required"] is True and "IOMMU not active" in plan["pending"]
+    assert any("IOMMU is not active" in note for note in plan["notes"])
+    reasons = {e["address"]: e["reason"] for e in plan["excluded"]}
+    assert reasons["0000:18:00.0"].startswith("IOMMU not active")
+    assert "intel_iommu=off" in plan["kernel_args_absent"]
+
+
+def test_iommu_on_after_reboot_selects_the_t4s(planner, host_facts):
+    plan = planner.passthrough_plan(host_facts("intel-pre-iommu", iommu=True), {}, "intel-t4")
+    assert [s["address"] for s in plan["selected"]] == ["0000:18:00.0", "0000:3b:00.0"]
+    assert plan["aliases"][0]["name"] == "t4"
+
+
+# ---------------------------------------------------------------------------------------------
+# Consumer card: four functions in one group, all bound.
+
+def test_consumer_card_functions_all_go_to_vfio(planner, host_facts):
+    plan = planner.passthrough_plan(host_facts("consumer-rtx"), {}, "consumer-rtx")
+    assert [s["address"] for s in plan["selected"]] == ["0000:01:00.0", "0000:02:00.0"]
+    for slot in ("0000:01:00", "0000:02:00"):
+        assert {f"{slot}.{fn}" for fn in range(4)} <= set(plan["vfio_devices"])
+    assert plan["vfio_ids"] == ["10de:10f7", "10de:1ad6", "10de:1ad7", "10de:1e07"]
+    assert {"snd_hda_intel", "xhci_pci", "i2c_nvidia_gpu", "nouveau"} <= set(plan["softdep_drivers"])
+    # The chipset group (NIC, SATA, USB) is untouched.
+    assert not {"0000:22:00.0", "0000:23:00.0", "0000:24:00.0"} & set(plan["vfio_devices"])
+
+
+# ---------------------------------------------------------------------------------------------
+# A GPU sharing its group with a NIC and a SATA controller.
+
+def test_gpu_with_foreign_endpoints_is_ineligible_and_names_them(planner, host_facts):
+    plan = planner.passthrough_plan(host_facts("shared-group"), {}, "shared-group")
+    reasons = {e["address"]: e["reason"] for e in plan["excluded"]}
+    reason = reasons["0000:05:00.0"]
+    assert "IOMMU group 12" in reason
+    assert "0000:03:00.0 (Ethernet controller, 8086:1533)" in reason
+    assert "0000:00:17.0 (SATA controller, 8086:a352)" in reason
+    assert "no ACS override" in reason
+    assert "0000:05:00.0" not in plan["vfio_devices"] and "0000:03:00.0" not in plan["vfio_devices"]
+    # Its twin on a clean root port is passed, but by address: the IDs are shared with the one staying.
+    assert [s["address"] for s in plan["selected"]] == ["0000:01:00.0"]
+    assert plan["vfio_ids"] == []
+    assert plan["bind_by_address"] == ["0000:01:00.0", "0000:01:00.1"]
+    assert not any(a.startswith("vfio-pci.ids") for a in plan["kernel_args"])
+    # An NVIDIA device stays on the host: nouveau is not blacklisted.
+    assert plan["blacklist_modules"] == [] and not any("modprobe.blacklist" in a for a in plan["kernel_args"])
+
+
+def test_console_gpu_of_the_same_model_forces_binding_by_address(planner, host_facts):
+    plan = planner.passthrough_plan(host_facts("console-twin"), {}, "console-twin")
+    reasons = {e["address"]: e["reason"] for e in plan["excluded"]}
+    assert "boot VGA" in reasons["0000:0a:00.0"]
+    assert [s["address"] for s in plan["selected"]] == ["0000:0b:00.0"]
+    assert plan["vfio_ids"] == []
+    assert plan["bind_by_address"] == [f"0000:0b:00.{fn}" for fn in range(4)]
+    assert "0000:0a:00.0" in plan["host_devices"]
+    assert plan["blacklist_modules"] == []
+
+
+def test_ids_of_devices_that_stay_never_appear_in_vfio_ids(planner, host_facts):
+    for name in ("seed-v100", "consumer-rtx", "shared-group", "console-twin", "a100-t4"):
+        facts = host_facts(name)
+        plan = planner.passthrough_plan(facts, {}, name)
+        staying = {f"{d['vendor_id']}:{d['product_id']}" for d in facts["devices"] if d["address"] not in plan["vfio_devices"]}
+        assert not staying & set(plan["vfio_ids"]), name
+
+
+# ---------------------------------------------------------------------------------------------
+# Device types and aliases.
+
+def test_sriov_capable_cards_are_type_pf_and_two_models_get_two_aliases(planner, host_facts):
+    plan = planner.passthrough_plan(host_facts("a100-t4"), {}, "a100-t4")
+    assert {a["name"]: a["device_type"] for a in plan["aliases"]} == {"a100": "type-PF", "t4": "type-PCI"}
+    types = {s["address"]: s["device_type"] for s in plan["selected"]}
+    assert types["0000:41:00.0"] == "type-PF" and types["0000:81:00.0"] == "type-PCI"
+
+
+def test_sriov_totalvfs_zero_is_type_pci(planner):
+    facts = facts_of([dev("0000:41:00.0", "10de:20f1", "030200", 1, sriov_totalvfs=0)])
+    assert planner.passthrough_plan(facts)["selected"][0]["device_type"] == "type-PCI"
+
+
+def test_alias_override_and_generated_name_for_unknown_model(planner):
+    facts = facts_of([dev("0000:41:00.0", "10de:1db4", "030200", 1), dev("0000:42:00.0", "10de:abcd", "030200", 2),
+                      dev("0000:43:00.0", "1002:0fff", "038000", 3)])
+    plan = planner.passthrough_plan(facts, {"alias_names": {"10DE:1DB4": "v100"}})
+    assert [a["name"] for a in plan["aliases"]] == ["amd-0fff", "nvidia-abcd", "v100"]
+    # Stable: the same input always gives the same generated names.
+    assert planner.passthrough_plan(facts, {"alias_names": {"10de:1db4": "v100"}})["aliases"] == plan["aliases"]
+
+
+def test_two_models_given_one_alias_name_is_an_error(planner):
+    facts = facts_of([dev("0000:41:00.0", "10de:1db4", "030200", 1), dev("0000:42:00.0", "10de:1eb8", "030200", 2)])
+    with pytest.raises(planner.AnsibleFilterError, match=r"host gpu9: alias name 'gpu' would cover two models"):
+        planner.passthrough_plan(facts, {"alias_names": {"10de:1db4": "gpu", "10de:1eb8": "gpu"}}, "gpu9")
+
+
+def test_same_model_with_two_device_types_on_one_host_is_an_error(planner):
+    facts = facts_of([dev("0000:41:00.0", "10de:20f1", "030200", 1, sriov_totalvfs=16),
+                      dev("0000:42:00.0", "10de:20f1", "030200", 2)])
+    with pytest.raises(planner.AnsibleFilterError, match="both type-PF and type-PCI"):
+        planner.passthrough_plan(facts, {}, "h")
+
+
+# ---------------------------------------------------------------------------------------------
+# Candidates: vendors, boot VGA, BMC consoles, bridges.
+
+def test_bmc_consoles_are_not_gpus_and_vendor_allow_list_applies(planner):
+    facts = facts_of([dev("0000:03:00.0", "1a03:2000", "030000", 5), dev("0000:04:00.0", "102b:0536", "030000", 6),
+                      dev("0000:05:00.0", "1234:1111", "030000", 7)])
+    assert planner.passthrough_plan(facts)["selected"] == []
+    plan = planner.passthrough_plan(facts, {"vendors": ["1234"]})
+    assert [s["address"] for s in plan["selected"]] == ["0000:05:00.0"]
+    assert plan["aliases"][0]["name"] == "qemu-1111"
+
+
+def test_boot_vga_gpu_is_never_selected_and_blocks_its_group(planner):
+    facts = facts_of([dev("0000:01:00.0", "10de:1e07", "030000", 1, boot_vga=True),
+                      dev("0000:02:00.0", "10de:1db4", "030200", 1)])
+    plan = planner.passthrough_plan(facts)
+    assert plan["selected"] == []
+    reasons = {e["address"]: e["reason"] for e in plan["excluded"]}
+    assert "0000:01:00.0 (VGA controller, 10de:1e07), which stays on the host" in reasons["0000:02:00.0"]
+
+
+def test_gpu_without_group_while_iommu_on_is_excluded(planner):
+    facts = facts_of([dev("0000:01:00.0", "10de:1db4", "030200", None)])
+    plan = planner.passthrough_plan(facts)
+    assert plan["selected"] == [] and "has no IOMMU group" in plan["excluded"][0]["reason"]
+
+
+def test_no_gpus_at_all_plans_nothing_to_bind(planner):
+    plan = planner.passthrough_plan(facts_of([dev("0000:00:00.0", "1022:1480", "060000", 0)], cpu="intel"))
+    assert plan["selected"] == [] and plan["vfio_devices"] == [] and plan["early_modules"] == []
+    assert plan["kernel_args"] == ["intel_iommu=on"]
+
+
+def test_unknown_cpu_vendor_plans_no_vendor_arg(planner):
+    plan = planner.passthrough_plan(facts_of([dev("0000:01:00.0", "10de:1db4", "030200", 1)], cpu=None))
+    assert not any("iommu=on" in a for a in plan["kernel_args"])
+    assert any("CPU vendor unknown" in n for n in plan["notes"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Policy.
+
+def test_policy_exclude_offers_the_group_peer_instead(planner, host_facts):
+    plan = planner.passthrough_plan(host_facts("seed-v100"), {"exclude": ["27:00.0"]}, "seed-v100")
+    chosen = [s["address"] for s in plan["selected"]]
+    assert "0000:28:00.0" in chosen and "0000:27:00.0" not in chosen
+    reasons = {e["address"]: e["reason"] for e in plan["excluded"]}
+    assert reasons["0000:27:00.0"] == "excluded by passthrough_policy.exclude"
+    # Still bound: it shares the group with the passed one.
+    assert "0000:27:00.0" in plan["vfio_devices"]
+
+
+def test_policy_exclude_alone_in_group_stays_on_host_and_blocks_ids(planner, host_facts):
+    plan = planner.passthrough_plan(host_facts("seed-v100"), {"exclude": ["0000:44:00.0"]}, "seed-v100")
+    assert "0000:44:00.0" not in plan["vfio_devices"]
+    assert plan["vfio_ids"] == []  # a 10de:1db4 stays on the host
+    assert "0000:27:00.0" in plan["bind_by_address"]
+
+
+def test_policy_keep_on_host_of_a_card_function_makes_the_gpu_ineligible(planner, host_facts):
+    plan = planner.passthrough_plan(host_facts("consumer-rtx"), {"keep_on_host": ["0000:01:00.1"]}, "consumer-rtx")
+    assert [s["address"] for s in plan["selected"]] == ["0000:02:00.0"]
+    reasons = {e["address"]: e["reason"] for e in plan["excluded"]}
+    assert "passthrough_policy.keep_on_host keeps on the host" in reasons["0000:01:00.0"]
+
+
+def test_policy_keep_on_host_gpu_and_unsafe_interrupts_and_amd_iommu_on(planner, host_facts):
+    plan = planner.passthrough_plan(host_facts("seed-v100"), {"keep_on_host": ["0000:a3:00.0"],
+                                                               "allow_unsafe_interrupts": True, "amd_iommu_on": True})
+    assert "0000:a3:00.0" not in [s["address"] for s in plan["selected"]]
+    assert plan["kernel_args"][0] == "amd_iommu=on"
+    assert "vfio_iommu_type1.allow_unsafe_interrupts=1" in plan["kernel_args"]
+    assert plan["blacklist_modules"] == []  # an NVIDIA GPU stays on the host
+
+
+@pytest.mark.parametrize("policy, message", [
+    ({"exclude": ["0000:99:00.0"]}, r"passthrough_policy.exclude names 0000:99:00.0, which does not exist on this host"),
+    ({"keep_on_host": ["27:00"]}, r"passthrough_policy.keep_on_host entry '27:00' is not a PCI address"),
+    ({"exclude": "0000:27:00.0"}, r"passthrough_policy.exclude must be a list"),
+    ({"alias_names": {"10de-1db4": "v100"}}, r"alias_names key '10de-1db4' is not a 'vendor:product' id"),
+    ({"alias_names": {"10de:1db4": "v100:2"}}, r"is not a valid alias name"),
+    ({"alias_names": ["v100"]}, r"alias_names must map"),
+    ({"vendors": ["nvidia"]}, r"vendors has 'nvidia'"),
+    ({"vendors": "10de"}, r"vendors must be a list"),
+    ({"colour": "green"}, r"unknown passthrough_policy key\(s\) colour"),
+    ("exclude everything", r"the policy must be a dict"),
+])
+def test_bad_policy_is_a_clear_error_naming_host_and_key(planner, host_facts, policy, message):
+    with pytest.raises(planner.AnsibleFilterError, match=r"^passthrough_plan: host seed-v100: .*" + message):
+        planner.passthrough_plan(host_facts("seed-v100"), policy, "seed-v100")
+
+
+@pytest.mark.parametrize("facts, message", [
+    ("not facts", "expected the pci_passthrough facts"),
+    ({"devices": []}, "the facts lack iommu_enabled"),
+    ({"devices": {}, "iommu_enabled": True}, "facts.devices must be a list"),
+    ({"devices": [{"address": "0000:01:00.0"}], "iommu_enabled": True}, "malformed device entry"),
+])
+def test_bad_facts_are_a_clear_error(planner, facts, message):
+    with pytest.raises(planner.AnsibleFilterError, match=message):
+        planner.passthrough_plan(facts, {}, "h1")
+
+
+# ---------------------------------------------------------------------------------------------
+# Command-line comparison and the report.
+
+@pytest.mark.parametrize("running, arg, expected", [
+    (["vfio-pci.ids=10de:1db4,10de:10f8"], "vfio-pci.ids=10de:10f8,10de:1db4", True),
+    (["vfio-pci.ids=10de:1db4,10de:10f8"], "vfio-pci.ids=10de:1db4", False),
+    (["modprobe.blacklist=nouveau,nvidiafb,snd"], "modprobe.blacklist=nouveau,nvidiafb", True),
+    (["modprobe.blacklist=nouveau"], "modprobe.blacklist=nouveau,nvidiafb", False),
+    (["iommu=pt", "iommu=off"], "iommu=pt", False),
+    (["intel_iommu=on"], "intel_iommu=on", True),
+    (["ro"], "iommu=pt", False),
+])
+def test_cmdline_satisfies(planner, running, arg, expected):
+    assert planner.cmdline_satisfies(running, arg) is expected
+
+
+def test_plan_report_lists_every_verdict(planner, host_facts):
+    facts = host_facts("console-twin")
+    report = planner.plan_report(planner.passthrough_plan(facts, {}, "console-twin"), facts)
+    lines = report.splitlines()
+    assert lines[0].split() == ["ADDRESS", "MODEL", "GROUP", "DRIVER", "VERDICT", "REASON"]
+    assert any(line.startswith("0000:0a:00.0") and " host " in line for line in lines)
+    assert any(line.startswith("0000:0b:00.0") and " nova " in line for line in lines)
+    assert any(line.startswith("0000:0b:00.1") and " vfio " in line for line in lines)
+    assert "bound by address: 0000:0b:00.0" in report and "reboot required: yes" in report
+
+
+def test_filter_module_exposes_the_filters(planner):
+    assert set(planner.FilterModule().filters()) == {"passthrough_plan", "passthrough_plan_report", "passthrough_plan_table"}

@@ -1,0 +1,150 @@
+"""Discovery on trees laid out as the kernel lays them out, and every error path with the bad tree itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from ogc_testlib import ROOT
+
+
+def test_seed_server_facts(host_facts):
+    facts = host_facts("seed-v100")
+    assert facts["iommu_enabled"] is True
+    assert facts["iommu_units"] == ["ivhd0"]
+    assert (facts["cpu_vendor"], facts["virtualization"]) == ("amd", "svm")
+    assert facts["cpu_model"] == "AMD EPYC 7352 24-Core Processor"
+    assert facts["efi"] is True
+    assert facts["kernel_cmdline"][-3:] == ["ro", "quiet", "splash"]
+    assert facts["iommu_groups"]["19"] == ["0000:20:03.1", "0000:25:00.0", "0000:26:08.0", "0000:26:10.0",
+                                           "0000:27:00.0", "0000:28:00.0"]
+    assert facts["iommu_groups"]["87"][-2:] == ["0000:c3:00.0", "0000:c4:00.0"]
+    gpus = [d for d in facts["devices"] if (d["vendor_id"], d["product_id"]) == ("10de", "1db4")]
+    assert len(gpus) == 6
+    v100 = next(d for d in gpus if d["address"] == "0000:a3:00.0")
+    assert v100 == {"address": "0000:a3:00.0", "vendor_id": "10de", "product_id": "1db4", "class_id": "030200",
+                    "driver": "nouveau", "iommu_group": "75", "numa_node": 1, "boot_vga": False,
+                    "sriov_totalvfs": None, "driver_override": None}
+    bmc = next(d for d in facts["devices"] if d["address"] == "0000:03:00.0")
+    assert bmc["boot_vga"] is True and bmc["driver"] == "ast"
+    # Groups are ordered numerically, devices by address.
+    assert list(facts["iommu_groups"]) == sorted(facts["iommu_groups"], key=int)
+    assert [d["address"] for d in facts["devices"]] == sorted(d["address"] for d in facts["devices"])
+
+
+def test_intel_host_without_iommu(host_facts):
+    facts = host_facts("intel-pre-iommu")
+    assert facts["iommu_enabled"] is False and facts["iommu_groups"] == {} and facts["iommu_units"] == []
+    assert (facts["cpu_vendor"], facts["virtualization"]) == ("intel", "vmx")
+    assert all(d["iommu_group"] is None for d in facts["devices"])
+    after = host_facts("intel-pre-iommu", iommu=True)
+    assert after["iommu_units"] == ["dmar0"] and after["iommu_groups"]["20"] == ["0000:17:00.0", "0000:18:00.0"]
+
+
+def test_sriov_numa_minus_one_unbound_and_override(host_facts, fixture_host, facts_module):
+    facts = host_facts("a100-t4")
+    a100 = next(d for d in facts["devices"] if d["address"] == "0000:41:00.0")
+    assert a100["sriov_totalvfs"] == 16
+    shared = host_facts("shared-group")
+    assert all(d["numa_node"] is None for d in shared["devices"])  # numa_node -1 on a single-node host
+    assert shared["efi"] is False
+    root = fixture_host("console-twin", drivers={"0000:0b:00.0": None})
+    with open(os.path.join(root, "sys/bus/pci/devices/0000:0b:00.0/driver_override"), "w") as fh:
+        fh.write("vfio-pci\n")
+    dev = next(d for d in facts_module.discover(f"{root}/sys", f"{root}/proc")["devices"] if d["address"] == "0000:0b:00.0")
+    assert dev["driver"] is None and dev["driver_override"] == "vfio-pci"
+
+
+def test_cpu_without_virtualization_flag(facts_module):
+    vendor, model, virt = facts_module.parse_cpuinfo("vendor_id\t: GenuineIntel\nmodel name\t: Xeon\nflags\t\t: fpu sse\n")
+    assert (vendor, model, virt) == ("intel", "Xeon", None)
+    assert facts_module.parse_cpuinfo("vendor_id : HygonGenuine\nflags : svm\n")[::2] == ("amd", "svm")
+    assert facts_module.parse_cpuinfo("")[0] is None
+
+
+def test_quoted_cmdline_values_stay_whole(tmp_path, fixture_host, facts_module):
+    root = tmp_path / "h"
+    shutil.copytree(fixture_host("seed-v100"), root, symlinks=True)
+    (root / "proc" / "cmdline").write_text('ro dyndbg="file drivers/vfio/* +p" iommu=pt\n')
+    facts = facts_module.discover(str(root / "sys"), str(root / "proc"))
+    assert facts["kernel_cmdline"] == ["ro", 'dyndbg="file drivers/vfio/* +p"', "iommu=pt"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Error paths: each with the bad tree itself.
+
+@pytest.fixture()
+def copy_of(tmp_path, fixture_host):
+    def make(name="seed-v100"):
+        root = tmp_path / name
+        shutil.copytree(fixture_host(name), root, symlinks=True)
+        return root
+    return make
+
+
+def dev_dir(root, address="0000:27:00.0"):
+    return os.path.realpath(root / "sys" / "bus" / "pci" / "devices" / address)
+
+
+@pytest.mark.parametrize("breakage, message", [
+    (lambda r: shutil.rmtree(r / "sys"), "does not exist or is not a directory"),
+    (lambda r: shutil.rmtree(r / "sys" / "bus"), "is not a sysfs tree: .*/bus/pci/devices is missing"),
+    (lambda r: os.unlink(r / "proc" / "cmdline"), "cmdline is missing: procfs_root .* is not a procfs tree"),
+    (lambda r: os.unlink(r / "proc" / "cpuinfo"), "cpuinfo is missing"),
+    (lambda r: open(os.path.join(dev_dir(r), "vendor"), "w").write("nvidia\n"), "vendor holds 'nvidia', not a vendor ID"),
+    (lambda r: open(os.path.join(dev_dir(r), "class"), "w").write("0x0302\n"), "class holds '0x0302', not a class code"),
+    (lambda r: os.unlink(os.path.join(dev_dir(r), "device")), "device is missing: every PCI device in sysfs has a device ID file"),
+    (lambda r: open(os.path.join(dev_dir(r), "numa_node"), "w").write("zero\n"), "numa_node holds 'zero', not an integer"),
+    (lambda r: (os.unlink(os.path.join(dev_dir(r), "vendor")), os.mkdir(os.path.join(dev_dir(r), "vendor"))),
+     "cannot read .*vendor: Is a directory"),
+    (lambda r: (os.unlink(os.path.join(dev_dir(r), "driver")), open(os.path.join(dev_dir(r), "driver"), "w").write("x")),
+     "driver should be a symlink"),
+    (lambda r: os.symlink("../../../devices/pci0000:00/0000:00:00.0", r / "sys" / "bus" / "pci" / "devices" / "bogus"),
+     "'bogus' is not a PCI address"),
+])
+def test_broken_trees_fail_with_the_path_and_the_fix(copy_of, facts_module, breakage, message):
+    root = copy_of()
+    breakage(root)
+    with pytest.raises(facts_module.DiscoveryError, match=message):
+        facts_module.discover(str(root / "sys"), str(root / "proc"))
+
+
+def run_module(args: dict) -> tuple[int, dict, str]:
+    """Run the module the way Ansible does (JSON arguments), return rc, parsed result, stderr."""
+    env = dict(os.environ, PYTHONPATH="")
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "library", "pci_passthrough_facts.py")],
+                          input=json.dumps({"ANSIBLE_MODULE_ARGS": args}), capture_output=True, text=True,
+                          env=env, timeout=60, check=False)
+    return proc.returncode, json.loads(proc.stdout), proc.stderr
+
+
+def test_module_returns_facts_and_never_changes(fixture_host):
+    root = fixture_host("consumer-rtx")
+    rc, result, _ = run_module({"sysfs_root": f"{root}/sys", "procfs_root": f"{root}/proc", "_ansible_check_mode": True})
+    assert rc == 0 and result["changed"] is False
+    facts = result["ansible_facts"]["pci_passthrough"]
+    assert facts["iommu_groups"]["3"] == ["0000:00:01.1", "0000:01:00.0", "0000:01:00.1", "0000:01:00.2", "0000:01:00.3"]
+
+
+def test_module_failure_is_a_message_not_a_traceback(tmp_path):
+    rc, result, stderr = run_module({"sysfs_root": str(tmp_path / "nowhere"), "procfs_root": "/proc"})
+    assert rc == 1 and result["failed"] is True
+    assert result["msg"].startswith(f"pci_passthrough_facts: sysfs_root {tmp_path}/nowhere does not exist")
+    assert "passthrough_sysfs_root" in result["msg"]
+    assert "Traceback" not in stderr and "exception" not in result
+
+
+def test_module_reads_the_real_sys_of_this_machine_read_only():
+    """The same code reads a live /sys: whatever this machine has, the result is well formed."""
+    rc, result, _ = run_module({})
+    assert rc == 0, result
+    facts = result["ansible_facts"]["pci_passthrough"]
+    for device in facts["devices"]:
+        assert len(device["vendor_id"]) == 4 and len(device["class_id"]) == 6
+    for group, members in facts["iommu_groups"].items():
+        assert members == sorted(members)
