@@ -10,9 +10,6 @@ record = json.loads(path.read_text())
 print(f"kernel {record['kernel']}; guest ready in {record['guest_ready_s']} s; all boots {record['boots_wall_s']} s wall")
 print(f"{'run':6} {'boot':6} {'wall s':>7} {'qemu cpu s':>10} {'/init at':>9} {'powered off':>11}  command line")
 for boot in record["boots"]:
-    if "configured_by" in boot:
-        print(f"{boot['run']:6} configured by {', '.join(boot['configured_by']) or '-'}")
-        continue
     if "error" in boot:
         print(f"{boot['run']:6} error: {boot['error']}")
         continue

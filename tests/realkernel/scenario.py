@@ -3,8 +3,7 @@
 Used by tests/integration/realkernel/. The toolkit's own code does the work: discovery is
 ``library/pci_passthrough_facts.py`` on the captured tree, planning is the ``passthrough_plan``
 filter, and the host configuration is ``roles/passthrough_host`` run on a sandbox root
-(``configure_host_with_role``). Until that role is in the repository, ``configure_host_standin``
-writes the same files from the plan.
+(``configure_host_with_role``).
 """
 
 from __future__ import annotations
@@ -74,42 +73,6 @@ def grub_kernel_args(sandbox: Path) -> list[str]:
     return f"{values.get('GRUB_CMDLINE_LINUX', '')} {values.get('GRUB_CMDLINE_LINUX_DEFAULT', '')}".split()
 
 
-def configure_host_standin(sandbox: Path, host_plan: dict) -> None:
-    """STAND-IN for running roles/passthrough_host on the sandbox root (swap for the role when it lands).
-
-    Writes what the host role writes, derived from the plan only: the kernel arguments into
-    GRUB_CMDLINE_LINUX_DEFAULT of <sandbox>/etc/default/grub (planned args replace same-key args,
-    ``kernel_args_absent`` are removed) and <sandbox>/etc/modprobe.d/vfio.conf (``options vfio-pci
-    ids=``, ``softdep <driver> pre: vfio-pci``, ``blacklist``).
-    """
-    grub = sandbox / "etc" / "default" / "grub"
-    text = grub.read_text()
-    match = re.search(r'^GRUB_CMDLINE_LINUX_DEFAULT="([^"]*)"$', text, re.M)
-    args = match.group(1).split() if match else []
-    args = [a for a in args if a not in host_plan["kernel_args_absent"]]
-    for wanted in host_plan["kernel_args"]:
-        key = wanted.split("=", 1)[0]
-        args = [a for a in args if a.split("=", 1)[0] != key]
-        args.append(wanted)
-    line = f'GRUB_CMDLINE_LINUX_DEFAULT="{" ".join(args)}"'
-    text = re.sub(r"^GRUB_CMDLINE_LINUX_DEFAULT=.*$", line, text, flags=re.M) if match else text + line + "\n"
-    grub.write_text(text)
-
-    conf = ["# open-gpu-cloud: vfio-pci claims the passed devices before their host drivers"]
-    if host_plan["vfio_ids"]:
-        conf.append(f"options vfio-pci ids={','.join(host_plan['vfio_ids'])}")
-    conf += [f"softdep {driver} pre: vfio-pci" for driver in host_plan["softdep_drivers"]]
-    conf += [f"blacklist {module}" for module in host_plan["blacklist_modules"]]
-    modprobe_d = sandbox / "etc" / "modprobe.d"
-    modprobe_d.mkdir(parents=True, exist_ok=True)
-    (modprobe_d / "vfio.conf").write_text("\n".join(conf) + "\n")
-    if host_plan["early_modules"]:
-        early = "\n".join(host_plan["early_modules"]) + "\n"
-        for rel in ("etc/modules-load.d/vfio.conf", "etc/initramfs-tools/modules"):
-            (sandbox / rel).parent.mkdir(parents=True, exist_ok=True)
-            (sandbox / rel).write_text(early)
-
-
 ROLE = REPO / "roles" / "passthrough_host"
 
 
@@ -147,19 +110,15 @@ def configure_host_with_role(sandbox: Path, host: str, workdir: Path) -> None:
                              + "\n".join(proc.stdout.splitlines()[-25:]) + proc.stderr[-2000:])
 
 
-def configure_host(sandbox: Path, step: "Step", workdir: Path) -> str:
-    """Configure the sandbox host from the last boot: with roles/passthrough_host when the repository
-    has it, else with ``configure_host_standin``. Returns which of the two ran."""
+def configure_host(sandbox: Path, step: "Step", workdir: Path) -> None:
+    """Configure the sandbox host from the last boot: its sys/ and proc/ become the sandbox's, then
+    roles/passthrough_host runs on it (discovery, planning and the files, as on a real host)."""
     for name in ("sys", "proc"):
         link = sandbox / name
         if link.is_symlink():
             link.unlink()
         link.symlink_to(step.boot.root / name)
-    if ROLE.is_dir():
-        configure_host_with_role(sandbox, step.plan["host"], workdir)
-        return "role"
-    configure_host_standin(sandbox, step.plan)
-    return "standin"
+    configure_host_with_role(sandbox, step.plan["host"], workdir)
 
 
 def guest_files(sandbox: Path) -> dict:
@@ -221,7 +180,6 @@ class Flow:
     vendor: str
     sandbox: Path
     steps: list[Step] = field(default_factory=list)
-    configured_by: list[str] = field(default_factory=list)  # "role" or "standin", per round
 
     @property
     def wall_s(self) -> float:
@@ -244,7 +202,7 @@ def run_flow(guest, vendor: str, workdir: Path) -> Flow:
         if step.complaints or step.boot.check_result != "pass" or not step.plan["reboot_required"]:
             break
         applied = step
-        flow.configured_by.append(configure_host(sandbox, applied, workdir / f"configure{round_no}"))
+        configure_host(sandbox, applied, workdir / f"configure{round_no}")
         step = boot_and_plan(guest, vendor, grub_kernel_args(sandbox), workdir, f"boot{round_no + 1}", host,
                              files=guest_files(sandbox), expect=expectations(applied.plan, applied.facts))
         flow.steps.append(step)

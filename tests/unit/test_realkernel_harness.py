@@ -64,32 +64,19 @@ def test_grub_kernel_args_joins_linux_and_default_like_update_grub(tmp_path):
     assert scenario.grub_kernel_args(tmp_path) == ["console=tty0", "net.ifnames=0", "quiet", "iommu=pt"]
 
 
-PLAN = {"kernel_args": ["intel_iommu=on", "iommu=pt", "vfio-pci.ids=1234:1111", "rd.driver.pre=vfio-pci"],
-        "kernel_args_absent": ["iommu=off", "intel_iommu=off"], "vfio_ids": ["1234:1111"],
-        "softdep_drivers": ["snd_hda_intel"], "blacklist_modules": [],
-        "early_modules": ["vfio", "vfio_iommu_type1", "vfio_pci"]}
-
-
-def test_standin_writes_the_planned_line_and_modprobe_config_once(tmp_path):
-    scenario.seed_sandbox(tmp_path, "intel")
-    assert scenario.grub_kernel_args(tmp_path) == ["quiet", "intel_iommu=off"]
-    scenario.configure_host_standin(tmp_path, PLAN)
-    first = (tmp_path / "etc" / "default" / "grub").read_text()
-    assert scenario.grub_kernel_args(tmp_path) == ["quiet", *PLAN["kernel_args"]]
-    early = b"vfio\nvfio_iommu_type1\nvfio_pci\n"
-    assert scenario.guest_files(tmp_path) == {
-        "etc/modprobe.d/vfio.conf": (b"# open-gpu-cloud: vfio-pci claims the passed devices before their host drivers\n"
-                                     b"options vfio-pci ids=1234:1111\nsoftdep snd_hda_intel pre: vfio-pci\n"),
-        "etc/modules-load.d/vfio.conf": early,
-        "etc/initramfs-tools/modules": early,
-    }
-    scenario.configure_host_standin(tmp_path, PLAN)
-    assert (tmp_path / "etc" / "default" / "grub").read_text() == first
-    changed = dict(PLAN, kernel_args=["intel_iommu=on", "iommu=pt", "vfio-pci.ids=1234:1111,8086:293e"])
-    scenario.configure_host_standin(tmp_path, changed)
-    # Planned arguments replace their own key; others stay where they were.
-    assert scenario.grub_kernel_args(tmp_path) == ["quiet", "rd.driver.pre=vfio-pci", "intel_iommu=on", "iommu=pt",
-                                                   "vfio-pci.ids=1234:1111,8086:293e"]
+def test_guest_files_ship_the_module_configuration_and_nothing_else(tmp_path):
+    scenario.seed_sandbox(tmp_path, "amd")
+    assert scenario.grub_kernel_args(tmp_path) == ["quiet", "amd_iommu=off"]
+    files = {"etc/modprobe.d/vfio.conf": b"options vfio-pci ids=1234:1111\n",
+             "etc/modules-load.d/vfio.conf": b"vfio_pci\n",
+             "etc/initramfs-tools/modules": b"vfio\n",
+             "etc/default/grub.123.2026-11-21@19:15:37~": b"backup\n",
+             "etc/initramfs-tools/hooks/vfio-pci-bind": b"#!/bin/sh\n"}
+    for rel, data in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(data)
+    assert scenario.guest_files(tmp_path) == {rel: files[rel] for rel in (
+        "etc/modprobe.d/vfio.conf", "etc/modules-load.d/vfio.conf", "etc/initramfs-tools/modules")}
 
 
 def _capture(tmp_path, members: dict, noise: str = "\r\n") -> Path:

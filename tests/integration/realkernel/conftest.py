@@ -55,8 +55,6 @@ def _record(runs, built, built_s, boots_s, base):
         if isinstance(run, Exception):
             boots.append({"run": name, "error": str(run)[:500]})
             continue
-        if isinstance(run, scenario.Flow):
-            boots.append({"run": name, "configured_by": run.configured_by})
         for step_name, boot in ([(s.name, s.boot) for s in run.steps] if isinstance(run, scenario.Flow) else [(name, run)]):
             boots.append({"run": name, "boot": step_name, "machine": boot.machine, "cmdline": boot.cmdline,
                           "wall_s": round(boot.wall_s, 1), "qemu_cpu_s": round(boot.cpu_s, 1),
