@@ -259,3 +259,21 @@ def test_deleted_servers_ignored(lifetimes, cloud, run_module):
     cloud.servers = [server("gone", "ci-id", 70, status="SOFT_DELETED")]
     result = run_module(lifetimes, BASE)
     assert result["checked"] == 0 and result["changed"] is False
+
+
+# ------------------------------------------------------------------ os_pci_inventory (pure part)
+
+def test_pci_inventory_summary():
+    from conftest import load_module  # pylint: disable=import-outside-toplevel
+
+    inv = load_module("os_pci_inventory")
+    providers = [{"uuid": "root", "name": "gpu01", "root_provider_uuid": "root"},
+                 {"uuid": "d1", "name": "gpu01_0000:27:00.0", "root_provider_uuid": "root"},
+                 {"uuid": "d2", "name": "gpu01_0000:44:00.0", "root_provider_uuid": "root"}]
+    inventories = {"root": {"VCPU": {"total": 64}}, "d1": {"CUSTOM_PCI_10DE_1DB4": {"total": 1}},
+                   "d2": {"CUSTOM_PCI_10DE_1DB4": {"total": 1, "reserved": 0}}}
+    usages = {"d1": {"CUSTOM_PCI_10DE_1DB4": 1}}
+    hosts, devices = inv.summarise(providers, inventories, usages, ["CUSTOM_PCI_*"])
+    assert hosts == {"gpu01": {"CUSTOM_PCI_10DE_1DB4": {"total": 2, "used": 1}}}
+    assert [(d["name"], d["used"]) for d in devices] == [("gpu01_0000:27:00.0", 1), ("gpu01_0000:44:00.0", 0)]
+    assert inv.summarise(providers, inventories, usages, ["PGPU"]) == ({}, [])
