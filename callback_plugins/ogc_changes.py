@@ -14,10 +14,12 @@ description:
   - Collects the name of every task that reported C(changed) (in check mode, would change) and
     prints them per host when the playbook ends, so an operator sees at a glance what a run did.
   - Enabled in the project's ansible.cfg (C(callbacks_enabled = ogc_changes)).
+  - Prints nothing when the stdout callback writes JSON, so machine-readable output stays one document.
 requirements:
   - enabled in ansible.cfg or with ANSIBLE_CALLBACKS_ENABLED
 """
 
+from ansible import constants as C
 from ansible import context
 from ansible.plugins.callback import CallbackBase
 
@@ -51,6 +53,8 @@ class CallbackModule(CallbackBase):
             tasks.append(name)
 
     def v2_playbook_on_stats(self, stats):
+        if "json" in str(C.DEFAULT_STDOUT_CALLBACK):
+            return  # machine-readable output (json, ansible.posix.json): add nothing after the document
         verb = "would change" if self._check_mode else "changed"
         if not self._changes:
             self._display.display(f"\nWHAT CHANGED: nothing {verb} on any host.")

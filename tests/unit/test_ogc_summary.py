@@ -88,3 +88,13 @@ def test_callback_says_nothing_changed_and_would_in_check_mode(monkeypatch):
     cb.v2_playbook_on_start(None)
     cb.v2_playbook_on_stats(None)
     assert cb._display.lines[-1] == "\nWHAT CHANGED: nothing would change on any host."
+
+
+def test_callback_adds_nothing_after_json_output(monkeypatch):
+    monkeypatch.setattr(changes.context, "CLIARGS", {"check": False})
+    monkeypatch.setattr(changes.C, "DEFAULT_STDOUT_CALLBACK", "ansible.posix.json")
+    cb = changes.CallbackModule()
+    cb._display = FakeDisplay()
+    cb.v2_runner_on_ok(fake_result("h1", "Write plan", True))
+    cb.v2_playbook_on_stats(None)
+    assert cb._display.lines == []
