@@ -391,7 +391,13 @@ def passthrough_plan(facts, policy=None, host=None):
         elif dev["class_id"][:4] in FUNCTION_DRIVERS:
             softdeps.append(FUNCTION_DRIVERS[dev["class_id"][:4]])
         if dev.get("driver") and dev["driver"] != "vfio-pci":
-            softdeps.append(DRIVER_MODULES.get(dev["driver"], dev["driver"].replace("-", "_")))
+            # softdep takes module names: the driver's module link in sysfs says which; built-in
+            # drivers have none (nothing to order then), older facts fall back to a name table.
+            if "driver_module" in dev:
+                if dev["driver_module"]:
+                    softdeps.append(dev["driver_module"])
+            else:
+                softdeps.append(DRIVER_MODULES.get(dev["driver"], dev["driver"].replace("-", "_")))
     softdeps = sorted(set(softdeps))
 
     cpu = facts.get("cpu_vendor")
@@ -430,6 +436,10 @@ def passthrough_plan(facts, policy=None, host=None):
         driver = by_addr[a].get("driver")
         if driver != "vfio-pci":
             pending.append(f"{a} is on {driver or 'no driver'}, not vfio-pci")
+    for dev in devices:
+        if dev.get("driver") == "vfio-pci" and dev["address"] not in vfio:
+            pending.append(f"{dev['address']} is on vfio-pci but the plan leaves it to the host "
+                           "(an earlier binding, e.g. before its IOMMU group was known)")
 
     return {
         "host": host,

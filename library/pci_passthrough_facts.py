@@ -109,6 +109,7 @@ ansible_facts:
               product_id: "1db4"
               class_id: "030200"
               driver: nouveau
+              driver_module: nouveau
               iommu_group: "19"
               numa_node: 0
               boot_vga: false
@@ -199,6 +200,9 @@ def read_device(devices_dir: str, address: str) -> dict:
         "product_id": _required_hex(os.path.join(base, "device"), HEX4, "device ID"),
         "class_id": class_id,
         "driver": _link_name(os.path.join(base, "driver")),
+        # The kernel module providing the driver (its name can differ: driver xhci_hcd, module
+        # xhci_pci); null for drivers built into the kernel.
+        "driver_module": _link_name(os.path.join(base, "driver", "module")),
         "iommu_group": _link_name(os.path.join(base, "iommu_group")),
         "numa_node": None if numa is None or numa < 0 else numa,
         # Only VGA-class devices have boot_vga.

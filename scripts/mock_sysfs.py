@@ -49,6 +49,9 @@ CLASS_RE = re.compile(r"^[0-9a-f]{6}$")
 
 CPU_FLAGS_BASE = "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2"
 CPU_VENDOR_IDS = {"amd": "AuthenticAMD", "intel": "GenuineIntel"}
+# Driver name (bus/pci/drivers/<name>) -> the module providing it, where they differ; vfio-pci is a
+# module named vfio_pci. Drivers mapped to None are built into the kernel (no module link).
+DRIVER_MODULES = {"xhci_hcd": "xhci_pci", "nvidia-gpu": "i2c_nvidia_gpu", "bochs-drm": "bochs", "pcieport": None}
 
 
 class FixtureError(ValueError):
@@ -169,6 +172,11 @@ def build_tree(fixture: dict, root: str, *, iommu: bool | None = None, cmdline: 
         if driver:
             drv_dir = os.path.join(bus_pci, "drivers", driver)
             os.makedirs(drv_dir, exist_ok=True)
+            module = DRIVER_MODULES.get(driver, driver.replace("-", "_"))
+            if module and not os.path.lexists(os.path.join(drv_dir, "module")):
+                mod_dir = os.path.join(sysfs, "module", module)
+                os.makedirs(mod_dir, exist_ok=True)
+                _symlink(mod_dir, os.path.join(drv_dir, "module"))
             _symlink(drv_dir, os.path.join(ddir, "driver"))
             _symlink(ddir, os.path.join(drv_dir, address))
         group = dev.get("group")
@@ -280,7 +288,12 @@ def capture(archive: str, sysfs: str = "/sys", procfs: str = "/proc") -> int:
                     _copy_link(src, os.path.join(ddir, name))
                     if name == "driver":
                         drv = os.path.realpath(src)
-                        _copy_link(os.path.join(drv, address), os.path.join(out_sys, os.path.relpath(drv, sysfs), address))
+                        out_drv = os.path.join(out_sys, os.path.relpath(drv, sysfs))
+                        _copy_link(os.path.join(drv, address), os.path.join(out_drv, address))
+                        module = os.path.join(drv, "module")
+                        if os.path.islink(module) and not os.path.lexists(os.path.join(out_drv, "module")):
+                            os.makedirs(os.path.join(out_sys, os.path.relpath(os.path.realpath(module), sysfs)), exist_ok=True)
+                            _copy_link(module, os.path.join(out_drv, "module"))
             count += 1
         groups = os.path.join(sysfs, "kernel", "iommu_groups")
         os.makedirs(os.path.join(out_sys, "kernel", "iommu_groups"), exist_ok=True)

@@ -309,3 +309,26 @@ def test_plan_report_lists_every_verdict(planner, host_facts):
 
 def test_filter_module_exposes_the_filters(planner):
     assert set(planner.FilterModule().filters()) == {"passthrough_plan", "passthrough_plan_report", "passthrough_plan_table"}
+
+
+def test_softdeps_use_the_module_name_from_sysfs_not_the_driver_name(planner, host_facts):
+    plan = planner.passthrough_plan(host_facts("consumer-rtx"), {}, "consumer-rtx")
+    # Driver xhci_hcd is module xhci_pci, nvidia-gpu is i2c_nvidia_gpu (their sysfs module links).
+    assert "xhci_pci" in plan["softdep_drivers"] and "i2c_nvidia_gpu" in plan["softdep_drivers"]
+    assert "xhci_hcd" not in plan["softdep_drivers"] and "nvidia-gpu" not in plan["softdep_drivers"]
+    facts = facts_of([dev("0000:05:00.0", "1234:1111", "030000", 1, driver="bochs-drm", driver_module="bochs"),
+                      dev("0000:06:00.0", "1234:1111", "030000", 2, driver="simplefb-ish", driver_module=None)])
+    softdeps = planner.passthrough_plan(facts, {"vendors": ["1234"]})["softdep_drivers"]
+    assert "bochs" in softdeps and "bochs_drm" not in softdeps
+    assert not any("simplefb" in d for d in softdeps)  # built in: nothing to order
+
+
+def test_a_device_left_on_vfio_that_the_plan_keeps_on_the_host_is_pending(planner):
+    facts = facts_of([dev("0000:01:00.0", "10de:1db4", "030200", 1, driver="vfio-pci"),
+                      dev("0000:02:00.0", "10de:1db4", "030200", 2, driver="vfio-pci"),
+                      dev("0000:03:00.0", "8086:1533", "020000", 2, driver="igb")],
+                     cmdline=["iommu=pt", "rd.driver.pre=vfio-pci", "modprobe.blacklist=nouveau,nvidiafb"])
+    plan = planner.passthrough_plan(facts, {}, "h")
+    assert [s["address"] for s in plan["selected"]] == ["0000:01:00.0"]
+    assert any(p.startswith("0000:02:00.0 is on vfio-pci but the plan leaves it to the host") for p in plan["pending"])
+    assert plan["reboot_required"] is True

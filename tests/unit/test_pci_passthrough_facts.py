@@ -28,10 +28,12 @@ def test_seed_server_facts(host_facts):
     assert len(gpus) == 6
     v100 = next(d for d in gpus if d["address"] == "0000:a3:00.0")
     assert v100 == {"address": "0000:a3:00.0", "vendor_id": "10de", "product_id": "1db4", "class_id": "030200",
-                    "driver": "nouveau", "iommu_group": "75", "numa_node": 1, "boot_vga": False,
+                    "driver": "nouveau", "driver_module": "nouveau", "iommu_group": "75", "numa_node": 1, "boot_vga": False,
                     "sriov_totalvfs": None, "driver_override": None}
     bmc = next(d for d in facts["devices"] if d["address"] == "0000:03:00.0")
     assert bmc["boot_vga"] is True and bmc["driver"] == "ast"
+    bridge = next(d for d in facts["devices"] if d["address"] == "0000:20:03.1")
+    assert bridge["driver"] is None and bridge["driver_module"] is None
     # Groups are ordered numerically, devices by address.
     assert list(facts["iommu_groups"]) == sorted(facts["iommu_groups"], key=int)
     assert [d["address"] for d in facts["devices"]] == sorted(d["address"] for d in facts["devices"])
