@@ -16,7 +16,7 @@ except ImportError:  # pragma: no cover
     class AnsibleFilterError(Exception):
         """Stand-in when ansible is not importable."""
 
-LIFETIME_KEYS = ("would_act", "exempt", "skipped", "invalid_metadata")
+LIFETIME_KEYS = ("would_act", "exempt", "not_acted", "invalid_metadata")
 
 
 def _server(entry):
@@ -27,7 +27,7 @@ def _server(entry):
 
 
 def lifetime_report(result, check_mode=False):
-    """Lines describing an os_server_lifetimes result: what was (or would be) done, exempt, skipped."""
+    """Lines describing an os_server_lifetimes result: what was (or would be) done, exempt, not acted on."""
     if not isinstance(result, dict) or any(k not in result for k in LIFETIME_KEYS):
         raise AnsibleFilterError("lifetime_report expects the result of os_server_lifetimes (keys %s), got %r"
                                  % (", ".join(LIFETIME_KEYS), result if not isinstance(result, dict)
@@ -38,7 +38,7 @@ def lifetime_report(result, check_mode=False):
     for entry in result["would_act"]:
         lines.append("%s %s: %s" % (verb.get(entry.get("action"), entry.get("action")), _server(entry),
                                     entry.get("reason")))
-    for key, word in (("exempt", "exempt"), ("skipped", "skipped"), ("invalid_metadata", "bad metadata")):
+    for key, word in (("exempt", "exempt"), ("not_acted", "not acted on"), ("invalid_metadata", "bad metadata")):
         for entry in result[key]:
             lines.append("%s %s: %s" % (word, _server(entry), entry.get("reason")))
     if len(lines) == 1:

@@ -14,7 +14,7 @@ ENTRY = {"id": "abc", "name": "runner-1", "project": "ci", "status": "ACTIVE", "
 
 
 def result(**kw):
-    base = {"checked": 3, "now": "2026-11-21T12:00:00Z", "would_act": [], "exempt": [], "skipped": [],
+    base = {"checked": 3, "now": "2026-11-21T12:00:00Z", "would_act": [], "exempt": [], "not_acted": [],
             "invalid_metadata": []}
     base.update(kw)
     return base
@@ -23,14 +23,14 @@ def result(**kw):
 def test_real_run_lines():
     lines = reports.lifetime_report(result(would_act=[ENTRY, dict(ENTRY, action="delete", name="scratch")],
                                            exempt=[dict(ENTRY, reason="metadata ogc:exempt=true")],
-                                           skipped=[dict(ENTRY, age_hours=None, reason="already shelved")],
+                                           not_acted=[dict(ENTRY, age_hours=None, reason="already shelved")],
                                            invalid_metadata=[dict(ENTRY, reason="bad date")]))
     assert lines == [
         "checked 3 server(s) at 2026-11-21T12:00:00Z",
         "shelved runner-1 (abc, project ci, ACTIVE, age 7.25 h): older than 6 h (project ci)",
         "deleted scratch (abc, project ci, ACTIVE, age 7.25 h): older than 6 h (project ci)",
         "exempt runner-1 (abc, project ci, ACTIVE, age 7.25 h): metadata ogc:exempt=true",
-        "skipped runner-1 (abc, project ci, ACTIVE, age ? h): already shelved",
+        "not acted on runner-1 (abc, project ci, ACTIVE, age ? h): already shelved",
         "bad metadata runner-1 (abc, project ci, ACTIVE, age 7.25 h): bad date",
     ]
 
