@@ -4,6 +4,8 @@
 """Readable reports of the day-2 operations (pure functions).
 
 * ``result | lifetime_report(check_mode=False)``: one line per server from an os_server_lifetimes result.
+* ``[image_build, stat] | ogc_image_upload(default_properties)``: the os_images item uploading a built image
+  (its file and SHA-256 from ``ansible.builtin.stat``, its properties over the defaults).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -46,8 +48,32 @@ def lifetime_report(result, check_mode=False):
     return lines
 
 
+UPLOAD_KEYS = ("disk_format", "container_format", "visibility", "min_disk", "min_ram")
+
+
+def ogc_image_upload(pair, default_properties=None):
+    """os_images item for a built image: name, file, checksum sha256:HEX, formats, properties."""
+    if not isinstance(pair, (list, tuple)) or len(pair) != 2 or not isinstance(pair[0], dict) \
+            or not isinstance(pair[1], dict):
+        raise AnsibleFilterError("ogc_image_upload expects [image_builds item, stat result], got %r" % (pair,))
+    image, stat = pair
+    if not image.get("name"):
+        raise AnsibleFilterError("ogc_image_upload: the image has no name: %r" % (image,))
+    if not stat.get("exists") or not stat.get("checksum"):
+        raise AnsibleFilterError("ogc_image_upload: no file (or no sha256 checksum) for image %s at %s"
+                                 % (image["name"], stat.get("path")))
+    properties = dict(default_properties or {})
+    properties.update(image.get("properties") or {})
+    out = dict(name=image["name"], file=stat["path"], checksum="sha256:%s" % stat["checksum"],
+               properties=properties)
+    for key in UPLOAD_KEYS:
+        if image.get(key) is not None:
+            out[key] = image[key]
+    return out
+
+
 class FilterModule:
     """Reports of the day-2 operations."""
 
     def filters(self):
-        return {"lifetime_report": lifetime_report}
+        return {"lifetime_report": lifetime_report, "ogc_image_upload": ogc_image_upload}

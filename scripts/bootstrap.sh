@@ -22,4 +22,5 @@ echo "bootstrap: creating $venv (first run takes a few minutes)"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$root[test]"
 echo "$want" > "$stamp"
-echo "bootstrap: ready ($("$venv/bin/ansible" --version | head -1))"
+version=$("$venv/bin/ansible" --version)
+echo "bootstrap: ready (${version%%$'\n'*})"

@@ -53,4 +53,25 @@ def test_not_a_lifetimes_result(bad):
 
 
 def test_filter_names():
-    assert "lifetime_report" in reports.FilterModule().filters()
+    assert set(reports.FilterModule().filters()) == {"lifetime_report", "ogc_image_upload"}
+
+
+def test_image_upload_item():
+    image = {"name": "ubuntu-2204-nvidia", "elements": ["ubuntu"], "disk_format": "qcow2", "visibility": "public",
+             "properties": {"img_hide_hypervisor_id": "true", "hw_machine_type": "pc"}}
+    stat = {"exists": True, "path": "/srv/img/u.qcow2", "checksum": "ab" * 32}
+    assert reports.ogc_image_upload([image, stat], {"hw_machine_type": "q35", "os_distro": "ubuntu"}) == {
+        "name": "ubuntu-2204-nvidia", "file": "/srv/img/u.qcow2", "checksum": "sha256:" + "ab" * 32,
+        "disk_format": "qcow2", "visibility": "public",
+        "properties": {"hw_machine_type": "pc", "os_distro": "ubuntu", "img_hide_hypervisor_id": "true"}}
+
+
+@pytest.mark.parametrize("pair, message", [
+    ("x", "expects [image_builds item, stat result]"),
+    ([{}, {"exists": True, "checksum": "x"}], "the image has no name"),
+    ([{"name": "a"}, {"exists": False, "path": "/nope"}], "no file (or no sha256 checksum) for image a at /nope"),
+])
+def test_image_upload_item_errors(pair, message):
+    with pytest.raises(AnsibleFilterError) as info:
+        reports.ogc_image_upload(pair)
+    assert message in str(info.value)

@@ -1,0 +1,64 @@
+"""Intel host before the IOMMU is on -> simulated reboot -> verified; and a hand-edited GRUB line."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "shared"))
+import sandbox  # noqa: E402  pylint: disable=wrong-import-position
+
+testinfra_hosts = ["intel-pre-iommu", "grub-custom"]
+
+
+def name(host):
+    return host.backend.get_hostname()
+
+
+def test_grub_line(host):
+    if name(host) == "intel-pre-iommu":
+        assert sandbox.cmdline_value(host) == (
+            'GRUB_CMDLINE_LINUX_DEFAULT="quiet intel_iommu=on iommu=pt vfio-pci.ids=10de:1eb8 rd.driver.pre=vfio-pci '
+            'modprobe.blacklist=nouveau,nvidiafb"')
+    else:
+        # Single quotes, the operator's args and the trailing comment kept; the old vfio-pci.ids replaced in
+        # place, intel_iommu=off gone, the radeon blacklist merged with the planned one.
+        assert sandbox.cmdline_value(host) == (
+            "GRUB_CMDLINE_LINUX_DEFAULT='quiet console=ttyS0,115200n8 vfio-pci.ids=10de:1eb8 "
+            "modprobe.blacklist=radeon,nouveau,nvidiafb intel_iommu=on iommu=pt rd.driver.pre=vfio-pci'"
+            "  # do not touch console")
+        grub = sandbox.read(host, "etc/default/grub")
+        assert '#GRUB_CMDLINE_LINUX_DEFAULT="quiet splash"\n' in grub and 'GRUB_TERMINAL="console serial"\n' in grub
+
+
+def test_each_arg_appears_once(host):
+    args = sandbox.cmdline_value(host).split("=", 1)[1].split("#")[0].strip(" '\"").split()
+    keys = [a.split("=")[0].replace("_", "-") for a in args]
+    assert len(keys) == len(set(keys))
+
+
+def test_rebooted_once_into_the_written_line_with_the_iommu_on(host):
+    reboots = sandbox.reboots(host)
+    assert len(reboots) == 1
+    assert "intel_iommu=on" in reboots[0] and "intel_iommu=off" not in reboots[0]
+    proc_cmdline = sandbox.read(host, "proc/cmdline")
+    assert proc_cmdline.strip() == reboots[0]
+    assert sandbox.exists(host, "sys/class/iommu/dmar0")
+    groups = sorted(p.name for p in (sandbox.root(host) / "sys" / "kernel" / "iommu_groups").iterdir())
+    assert "20" in groups
+
+
+def test_gpus_on_vfio_pci_console_untouched(host):
+    gpus = ["0000:18:00.0", "0000:3b:00.0"] if name(host) == "intel-pre-iommu" else ["0000:18:00.0"]
+    for address in gpus:
+        assert sandbox.driver(host, address) == "vfio-pci"
+    console = "mgag200" if name(host) == "intel-pre-iommu" else "ast"
+    assert sandbox.driver(host, "0000:03:00.0") == console
+
+
+def test_modprobe_config(host):
+    lines = sandbox.content_lines(sandbox.read(host, "etc/modprobe.d/vfio.conf"))
+    assert lines[0] == "options vfio-pci ids=10de:1eb8"
+    assert "softdep nouveau pre: vfio-pci" in lines
+
+
+def test_tools_ran_once(host):
+    assert sandbox.calls(host) == [["update-grub"], ["update-initramfs", "-u", "-k", "all"]]

@@ -1,0 +1,56 @@
+"""Helpers for the testinfra tests of the passthrough_host scenarios: where a sandbox host lives and
+what its files and recorded commands say."""
+
+import json
+import os
+from pathlib import Path
+
+
+def root(host):
+    """The sandbox root of a testinfra host (molecule's ephemeral directory, roots/<name>)."""
+    name = host.backend.get_hostname()
+    return Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "roots" / name
+
+
+def state(host):
+    name = host.backend.get_hostname()
+    return Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "state" / name
+
+
+def read(host, rel):
+    return host.file(str(root(host) / rel.lstrip("/"))).content_string
+
+
+def exists(host, rel):
+    return host.file(str(root(host) / rel.lstrip("/"))).exists
+
+
+def calls(host):
+    """The commands the role ran (recorded by scripts/record_command.py), as argv lists."""
+    log = state(host) / "calls.jsonl"
+    if not log.exists():
+        return []
+    entries = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    return [[entry["name"]] + entry["argv"] for entry in entries]
+
+
+def reboots(host):
+    path = root(host) / ".simulated-reboots"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def cmdline_value(host, variable="GRUB_CMDLINE_LINUX_DEFAULT"):
+    for line in read(host, "etc/default/grub").splitlines():
+        if line.startswith(variable + "="):
+            return line
+    raise AssertionError("%s not in the GRUB file" % variable)
+
+
+def driver(host, address):
+    link = root(host) / "sys" / "bus" / "pci" / "devices" / address / "driver"
+    return os.path.basename(os.readlink(link)) if os.path.islink(link) else None
+
+
+def content_lines(text):
+    """Non-comment, non-empty lines."""
+    return [line for line in text.splitlines() if line.strip() and not line.startswith("#")]

@@ -1,0 +1,134 @@
+"""The host configuration proven on a real Linux kernel (Debian's, under qemu with a vIOMMU).
+
+For the Intel and the AMD vIOMMU: boot the emulated GPU host with its IOMMU off, discover and plan
+from the captured sysfs, configure a sandbox host from the plan, boot with exactly the kernel
+command line written to the sandbox's GRUB file (plus the modprobe configuration written next to
+it), check inside the guest that the IOMMU is on and that exactly the planned devices are on
+vfio-pci, then plan again from the real kernel's tree: it must be the plan the host was configured
+with. A command line the kernel rejects or ignores fails with the kernel's own words.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from realkernel import klog, scenario, vm
+
+pytestmark = pytest.mark.integration
+
+GPU_A, GPU_A_AUDIO, GPU_B, GPU_SHARED, SHARED_NIC = (
+    "0000:01:00.0", "0000:01:00.1", "0000:02:00.0", "0000:05:01.0", "0000:05:02.0")
+CONSOLE = "0000:00:06.0"
+UNITS = {"intel": ["dmar0"], "amd": ["ivhd0"]}
+
+
+def _flow(runs, vendor) -> scenario.Flow:
+    flow = runs[vendor]
+    if isinstance(flow, Exception):
+        raise flow
+    return flow
+
+
+def _drivers(step) -> dict:
+    return {d["address"]: d["driver"] for d in step.facts["devices"]}
+
+
+@pytest.mark.parametrize("vendor", ["intel", "amd"])
+def test_first_boot_without_iommu_plans_provisionally(realkernel_runs, vendor):
+    first = _flow(realkernel_runs, vendor).steps[0]
+    klog.assert_cmdline_accepted(first.boot.dmesg, first.boot.cmdline)
+    assert first.boot.check_result == "pass", "\n".join(first.boot.failed_checks)
+    assert first.facts["iommu_enabled"] is False
+    assert first.facts["cpu_vendor"] == vendor
+    # Without groups nothing is offered to Nova; every GPU (and its audio function) is bound
+    # provisionally so that one reboot is enough when the groups turn out clean.
+    assert first.plan["selected"] == []
+    assert first.plan["vfio_devices"] == [GPU_A, GPU_A_AUDIO, GPU_B, GPU_SHARED]
+    # Before any configuration the host drivers own the cards, as on a fresh host.
+    assert _drivers(first)[GPU_A] == "bochs-drm" and _drivers(first)[GPU_A_AUDIO] == "snd_hda_intel"
+    assert _drivers(first)[CONSOLE] == "cirrus"
+    off = {"intel": "intel_iommu=off", "amd": "amd_iommu=off"}[vendor]
+    assert off in first.plan["kernel_args_absent"] and first.plan["reboot_required"]
+
+
+@pytest.mark.parametrize("vendor", ["intel", "amd"])
+def test_each_reboot_runs_exactly_the_configured_line(realkernel_runs, vendor):
+    flow = _flow(realkernel_runs, vendor)
+    assert len(flow.steps) >= 2, f"the {vendor} scenario never rebooted: {flow.steps[0].plan['pending']}"
+    for applied, step in zip(flow.steps, flow.steps[1:]):
+        # The kernel accepted every argument (else: its own message).
+        klog.assert_cmdline_accepted(step.boot.dmesg, step.boot.cmdline)
+        # The guest ran the GRUB file's line, unchanged (the harness only appends its console).
+        assert step.facts["kernel_cmdline"] == step.cmdline + vm.HARNESS_ARGS
+        assert not any(arg in step.cmdline for arg in applied.plan["kernel_args_absent"])
+        # Checked inside the guest: IOMMU on, the planned devices on vfio-pci, nothing else.
+        assert step.boot.check_result == "pass", (
+            f"{step.name} of the {vendor} scenario, booted with `{step.boot.cmdline}`:\n"
+            + "\n".join(step.boot.failed_checks))
+        expected_checks = len(scenario.expectations(applied.plan, applied.facts))
+        assert len(step.boot.checks) == expected_checks
+        # And seen again from the captured tree.
+        assert step.facts["iommu_enabled"] is True
+        assert step.facts["iommu_units"] == UNITS[vendor]
+        drivers = _drivers(step)
+        assert sorted(a for a, drv in drivers.items() if drv == "vfio-pci") == applied.plan["vfio_devices"]
+
+
+@pytest.mark.parametrize("vendor", ["intel", "amd"])
+def test_replan_on_the_real_kernel_matches_the_configured_plan(realkernel_runs, vendor):
+    flow = _flow(realkernel_runs, vendor)
+    # Round 1 applied the provisional plan. The real groups put the virtio GPU next to a NIC (behind
+    # a conventional PCI bridge), so the second plan releases it: one more round, then nothing moves.
+    assert [step.name for step in flow.steps] == ["boot1", "boot2", "boot3"], [s.plan["pending"] for s in flow.steps]
+    second, final = flow.steps[1], flow.steps[2]
+    assert second.plan["pending"] == ["kernel command line lacks vfio-pci.ids=1234:1111,8086:293e"]
+    assert _drivers(second)[GPU_SHARED] == "vfio-pci"
+
+    assert final.plan["pending"] == [] and final.plan["reboot_required"] is False
+    assert scenario.comparable(final.plan) == scenario.comparable(second.plan)
+    assert [s["address"] for s in final.plan["selected"]] == [GPU_A, GPU_B]
+    assert final.plan["vfio_devices"] == [GPU_A, GPU_A_AUDIO, GPU_B]
+    assert final.plan["vfio_ids"] == ["1234:1111", "8086:293e"]
+    assert final.plan["host_devices"] == [CONSOLE, GPU_SHARED]
+    verdicts = {g["verdict"]: [] for g in final.plan["groups"]}
+    for group in final.plan["groups"]:
+        verdicts[group["verdict"]].append(group["devices"])
+    assert verdicts["passed"] == [[GPU_A, GPU_A_AUDIO], [GPU_B]]
+    assert len(verdicts["ineligible"]) == 1 and {GPU_SHARED, SHARED_NIC} <= set(verdicts["ineligible"][0])
+    drivers = _drivers(final)
+    assert drivers[GPU_SHARED] == "virtio-pci" and drivers[SHARED_NIC] == "e1000" and drivers[CONSOLE] == "cirrus"
+
+
+def test_rejected_kernel_arguments_fail_with_the_kernels_words(realkernel_runs):
+    boot = realkernel_runs["bad"]
+    if isinstance(boot, Exception):
+        raise boot
+    with pytest.raises(AssertionError) as failure:
+        klog.assert_cmdline_accepted(boot.dmesg, boot.cmdline)
+    message = str(failure.value)
+    assert "AMD-Vi: Unknown option - 'on'" in message                  # not an option of Linux 6.1
+    assert "DMAR: Unknown option - '1'" in message                      # intel_iommu= takes on|off|...
+    assert 'Unknown kernel command line parameters "iommu_pt' in message  # not a parameter at all
+    assert "vfio_pci: unknown parameter 'idz' ignored" in message       # a typo in the module option
+    # rd.driver.pre= is for the initramfs: never reported as a rejection.
+    assert not [line for line in klog.cmdline_complaints(boot.dmesg) if "rd.driver.pre" in line]
+    # The typo left the cards on their host drivers: the failure above is what explains it.
+    assert "vfio_pci: add [1234:1111" not in boot.dmesg
+
+
+def test_a_guest_that_does_not_finish_is_killed_at_the_timeout(realkernel_guest, tmp_path):
+    built, _ = realkernel_guest
+    with pytest.raises(vm.BootError, match=r"intel guest did not power off within 2 s \(qemu killed\); console tail:"):
+        vm.boot(built, "intel", ["quiet"], tmp_path / "hung", timeout=2)
+    qemu_pids = [p.name for p in Path("/proc").iterdir()
+                 if p.name.isdigit() and "qemu-system" in _cmdline(p) and str(tmp_path / "hung") in _cmdline(p)]
+    assert qemu_pids == [], "qemu still runs after the timeout"
+
+
+def _cmdline(proc_dir: Path) -> str:
+    try:
+        return (proc_dir / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""

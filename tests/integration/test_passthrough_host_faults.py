@@ -1,0 +1,254 @@
+"""Bad input and faults of the passthrough_host role, each on its own sandbox host, in one playbook run.
+
+Every host is built from a fixture (scripts/mock_sysfs.py) with one thing wrong; the role runs on all
+of them at once (the tools and the reboot are recorded/simulated by tests/helpers) and each host must
+fail with its own clear message naming the host and the fix, leaving no half-written file.
+"""
+
+import copy
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+HELPERS = REPO / "tests" / "helpers"
+PY = sys.executable
+SUSHY_PY = os.environ.get("OGC_SUSHY_PYTHON") or PY
+
+
+def fixture(name):
+    return yaml.safe_load((REPO / "fixtures" / "hosts" / (name + ".yml")).read_text())
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def cases():
+    """host name -> (fixture dict, extra host vars)."""
+    seed, intel, twin = fixture("seed-v100"), fixture("intel-pre-iommu"), fixture("console-twin")
+    out = {}
+    no_virt = copy.deepcopy(seed)
+    no_virt["cpu"]["virtualization"] = False
+    out["no-virt"] = (no_virt, {})
+    vtd_off = copy.deepcopy(intel)
+    vtd_off["firmware"] = {"iommu": False}
+    out["vtd-off"] = (vtd_off, {})
+    inactive = copy.deepcopy(intel)
+    inactive["cmdline"] += " intel_iommu=on"
+    out["iommu-inactive"] = (inactive, {})
+    amd_off = copy.deepcopy(seed)
+    amd_off["iommu"] = False
+    out["amd-iommu-off"] = (amd_off, {})
+    no_grub = copy.deepcopy(seed)
+    no_grub["files"] = {}
+    out["no-grub"] = (no_grub, {})
+    no_var = copy.deepcopy(seed)
+    no_var["files"] = {"etc/default/grub": 'GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX=""\n'}
+    out["no-variable"] = (no_var, {})
+    out["bootcfg-fails"] = (copy.deepcopy(seed), {})
+    out["no-reboot"] = (copy.deepcopy(twin), {"passthrough_host_allow_reboot": False})
+    no_gpu = copy.deepcopy(seed)
+    no_gpu["devices"] = [d for d in seed["devices"] if not d["id"].startswith("10de")]
+    out["no-gpus"] = (no_gpu, {})
+    out["no-gpus-expected"] = (copy.deepcopy(no_gpu), {"passthrough_host_expect_no_gpus": True})
+    out["forced"] = (copy.deepcopy(seed), {"passthrough_host_policy": {"keep_on_host": ["0000:28:00.0"]}})
+    out["bmc-unreachable"] = (copy.deepcopy(seed), {"passthrough_host_bmc_address": "127.0.0.1:%d" % free_port()})
+    out["bmc-wrong-password"] = (copy.deepcopy(seed), {"passthrough_host_bmc_password": "bad-Secret-42"})
+    return out
+
+
+@pytest.fixture(scope="module")
+def bmc(tmp_path_factory):
+    """A Redfish emulator (sushy-tools) on 127.0.0.1; stopped at the end of the module."""
+    workdir = tmp_path_factory.mktemp("bmc")
+    port = free_port()
+    log = open(workdir / "bmc.log", "w", encoding="utf-8")  # pylint: disable=consider-using-with
+    proc = subprocess.Popen(  # pylint: disable=consider-using-with
+        [SUSHY_PY, str(HELPERS / "redfish_emulator.py"), "--dir", str(workdir), "--port", str(port),
+         "--user", "ogc-admin", "--password", "right-password", "--lifetime", "300"],
+        stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.3)
+    else:
+        proc.kill()
+        pytest.fail("the Redfish emulator did not start: %s" % (workdir / "bmc.log").read_text())
+    yield "127.0.0.1:%d" % port
+    proc.terminate()
+    proc.wait(timeout=10)
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, bmc):
+    base = tmp_path_factory.mktemp("faults")
+    hosts = {}
+    originals = {}
+    for name, (fix, extra) in cases().items():
+        root, state = base / "roots" / name, base / "state" / name
+        state.mkdir(parents=True)
+        fixture_path = base / (name + ".yml")
+        fixture_path.write_text(yaml.safe_dump(fix))
+        subprocess.run([PY, str(REPO / "scripts" / "mock_sysfs.py"), "build", str(fixture_path), str(root)], check=True)
+        record = [PY, str(REPO / "scripts" / "record_command.py"), str(state / "calls.jsonl")]
+        hostvars = {
+            "passthrough_host_root": str(root),
+            "passthrough_host_os_family": "Debian",
+            "passthrough_host_allow_reboot": True,
+            "passthrough_host_boot_config_command": record + ["update-grub"],
+            "passthrough_host_initramfs_command": record + ["update-initramfs", "-u", "-k", "all"],
+            "passthrough_host_reboot_command": [PY, str(REPO / "scripts" / "simulate_reboot.py"), str(fixture_path), str(root)],
+        }
+        if name.startswith("bmc-"):
+            hostvars.update(passthrough_host_bmc_address=bmc, passthrough_host_bmc_username="ogc-admin",
+                            passthrough_host_bmc_password="right-password", passthrough_host_bmc_validate_certs=False,
+                            passthrough_host_bmc_timeout=5)
+        hostvars.update(extra)
+        hosts[name] = hostvars
+        grub = root / "etc" / "default" / "grub"
+        originals[name] = grub.read_text() if grub.exists() else None
+    (base / "state" / "bootcfg-fails" / "fail-update-grub").write_text("/usr/sbin/grub-mkconfig: error: no such device: root.\n")
+    inventory = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": PY},
+                         "children": {"gpu_hosts": {"hosts": hosts}}}}
+    (base / "inventory.yml").write_text(yaml.safe_dump(inventory))
+    playbook = base / "play.yml"
+    playbook.write_text(yaml.safe_dump([{"name": "Faults", "hosts": "gpu_hosts", "gather_facts": False,
+                                         "roles": [{"role": "passthrough_host"}]}]))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+               ANSIBLE_ROLES_PATH=str(REPO / "roles"), ANSIBLE_LIBRARY=str(REPO / "library"),
+               ANSIBLE_FILTER_PLUGINS=str(REPO / "filter_plugins"), ANSIBLE_PIPELINING="True", ANSIBLE_FORKS="12")
+    proc = subprocess.run([str(Path(PY).with_name("ansible-playbook")), "-i", str(base / "inventory.yml"), str(playbook)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    report = json.loads(proc.stdout)
+    failures = {}
+    for play in report["plays"]:
+        for task in play["tasks"]:
+            for host, result in task["hosts"].items():
+                if result.get("failed"):
+                    failures[host] = (task["task"]["name"], result.get("msg", ""))  # the last one stopped the host
+    yield {"base": base, "failures": failures, "stats": report["stats"], "originals": originals, "proc": proc}
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def root_of(run, name):
+    return run["base"] / "roots" / name
+
+
+def failure(run, name):
+    assert name in run["failures"], "%s did not fail: %s" % (name, run["stats"].get(name))
+    return run["failures"][name][1]
+
+
+def nothing_written(run, name):
+    root = root_of(run, name)
+    for rel in ("etc/modprobe.d/vfio.conf", "etc/modules-load.d/vfio.conf", "etc/initramfs-tools/modules"):
+        assert not (root / rel).exists(), rel
+    assert not (run["base"] / "state" / name / "calls.jsonl").exists()
+    grub = root / "etc" / "default" / "grub"
+    assert (grub.read_text() if grub.exists() else None) == run["originals"][name]
+
+
+def test_no_cpu_virtualization(run):
+    msg = failure(run, "no-virt")
+    assert msg.startswith("no-virt: ") and "Enable SVM Mode (AMD) / VT-x (Intel) in the firmware setup" in msg
+    nothing_written(run, "no-virt")
+
+
+def test_iommu_still_off_after_the_reboot_blames_the_firmware(run):
+    msg = failure(run, "vtd-off")
+    assert msg.startswith("vtd-off: the IOMMU is still inactive after booting with")
+    assert "intel_iommu=on" in msg and "enable AMD-Vi/IOMMU or VT-d in the firmware setup" in msg
+    assert len((root_of(run, "vtd-off") / ".simulated-reboots").read_text().splitlines()) == 1
+
+
+def test_iommu_off_although_the_running_cmdline_asks_for_it(run):
+    msg = failure(run, "iommu-inactive")
+    assert msg.startswith("iommu-inactive: the IOMMU is inactive") and "already asks for it" in msg
+    assert "Enable AMD-Vi/IOMMU or VT-d in the firmware setup" in msg
+    nothing_written(run, "iommu-inactive")
+
+
+def test_amd_iommu_off_in_the_firmware_is_refused_before_any_reboot(run):
+    msg = failure(run, "amd-iommu-off")
+    assert "on AMD the firmware switches it on and nothing on the running command line turns it off" in msg
+    assert "Enable AMD-Vi/IOMMU or VT-d in the firmware setup" in msg
+    nothing_written(run, "amd-iommu-off")
+
+
+def test_missing_grub_file(run):
+    msg = failure(run, "no-grub")
+    assert msg.startswith("no-grub: ") and "/etc/default/grub does not exist" in msg
+    assert "passthrough_host_grub_path" in msg
+    nothing_written(run, "no-grub")
+
+
+def test_missing_cmdline_variable(run):
+    msg = failure(run, "no-variable")
+    assert "has no line assigning GRUB_CMDLINE_LINUX_DEFAULT" in msg and "passthrough_host_grub_variable" in msg
+    nothing_written(run, "no-variable")
+
+
+def test_failing_boot_config_restores_the_backup(run):
+    msg = failure(run, "bootcfg-fails")
+    assert msg.startswith("bootcfg-fails: ") and "update-grub failed (rc 1: /usr/sbin/grub-mkconfig: error: no such device" in msg
+    assert "was restored from" in msg and "still boots with its previous kernel command line" in msg
+    root = root_of(run, "bootcfg-fails")
+    assert (root / "etc/default/grub").read_text() == run["originals"]["bootcfg-fails"]
+    assert not (root / "etc/modprobe.d/vfio.conf").exists()       # stopped before the vfio phase
+    assert not (root / ".simulated-reboots").exists()
+
+
+def test_reboot_not_allowed_lists_what_is_pending(run):
+    msg = failure(run, "no-reboot")
+    assert "a reboot is needed and passthrough_host_allow_reboot is false" in msg
+    assert "kernel command line lacks iommu=pt" in msg and "0000:0b:00.0 is on nvidia, not vfio-pci" in msg
+    root = root_of(run, "no-reboot")
+    assert "iommu=pt" in (root / "etc/default/grub").read_text()          # configuration complete
+    assert (root / "usr/local/sbin/vfio-pci-bind").exists()
+    assert not (root / ".simulated-reboots").exists()
+
+
+def test_plan_selecting_nothing_is_refused_unless_expected(run):
+    msg = failure(run, "no-gpus")
+    assert "the plan selects no device for passthrough" in msg and "passthrough_host_expect_no_gpus: true" in msg
+    nothing_written(run, "no-gpus")
+    assert "no-gpus-expected" not in run["failures"]
+    assert run["stats"]["no-gpus-expected"]["changed"] == 0
+    nothing_written(run, "no-gpus-expected")
+
+
+def test_device_kept_on_host_that_the_plan_needs(run):
+    msg = failure(run, "forced")
+    assert "keep_on_host (0000:28:00.0)" in msg and "0000:27:00.0 cannot go to Nova" in msg
+    assert "remove the device from keep_on_host" in msg and "passthrough_host_policy.exclude" in msg
+    nothing_written(run, "forced")
+
+
+def test_bmc_unreachable(run):
+    msg = failure(run, "bmc-unreachable")
+    assert "cannot be reached over HTTPS (Redfish)" in msg and "passthrough_host_bmc_address" in msg
+    nothing_written(run, "bmc-unreachable")
+
+
+def test_bmc_wrong_password(run):
+    msg = failure(run, "bmc-wrong-password")
+    assert "refused the user ogc-admin (HTTP 401): wrong user or password" in msg
+    assert "bad-Secret-42" not in json.dumps(run["failures"]) and "bad-Secret-42" not in run["proc"].stdout
+    nothing_written(run, "bmc-wrong-password")

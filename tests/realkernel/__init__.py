@@ -1,0 +1,1 @@
+"""Real-kernel test harness: a tiny Debian guest booted under qemu (see bench/realkernel/README.md)."""

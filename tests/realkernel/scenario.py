@@ -1,0 +1,209 @@
+"""The real-kernel scenario's steps: discover + plan on a capture, configure a sandbox host, boot.
+
+Used by tests/integration/realkernel/. The toolkit's own code does the work: discovery is
+``library/pci_passthrough_facts.py`` on the captured tree, planning is the ``passthrough_plan``
+filter, and the host configuration is ``roles/passthrough_host`` run on a sandbox root
+(``configure_host_with_role``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from realkernel import klog, vm
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Operator policy for the emulated host: QEMU's VGA/bochs-display (1234) and virtio-gpu (1af4) play
+# the GPUs; the cirrus console (1013) does not.
+POLICY = {"vendors": ["1234", "1af4"]}
+
+# A host whose IOMMU is switched off on the command line: the first boot of each scenario.
+# (Debian's 6.1 kernel turns the Intel IOMMU on by default, CONFIG_INTEL_IOMMU_DEFAULT_ON_INTGPU_OFF,
+# and the AMD one whenever the firmware has it: only an explicit "off" gives an IOMMU-less boot.)
+INITIAL_GRUB = {
+    "intel": 'GRUB_DEFAULT=0\nGRUB_TIMEOUT=5\nGRUB_CMDLINE_LINUX_DEFAULT="quiet intel_iommu=off"\nGRUB_CMDLINE_LINUX=""\n',
+    "amd": 'GRUB_DEFAULT=0\nGRUB_TIMEOUT=5\nGRUB_CMDLINE_LINUX_DEFAULT="quiet amd_iommu=off"\nGRUB_CMDLINE_LINUX=""\n',
+}
+GUEST_CONFIG_PATHS = ["etc/modprobe.d", "etc/modules-load.d", "etc/initramfs-tools/modules", "etc/modules"]
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+facts_module = _load("ogc_pci_passthrough_facts", REPO / "library" / "pci_passthrough_facts.py")
+plan_module = _load("ogc_passthrough_plan", REPO / "filter_plugins" / "passthrough_plan.py")
+
+
+def discover(boot: vm.Boot) -> dict:
+    """pci_passthrough_facts on the tree captured from the guest."""
+    return facts_module.discover(str(boot.root / "sys"), str(boot.root / "proc"))
+
+
+def plan(facts: dict, host: str) -> dict:
+    return plan_module.passthrough_plan(facts, POLICY, host=host)
+
+
+def seed_sandbox(sandbox: Path, vendor: str) -> None:
+    (sandbox / "etc" / "default").mkdir(parents=True, exist_ok=True)
+    (sandbox / "etc" / "default" / "grub").write_text(INITIAL_GRUB[vendor])
+
+
+def grub_kernel_args(sandbox: Path) -> list[str]:
+    """The Linux command line update-grub would build from the sandbox's /etc/default/grub.
+
+    (GRUB_CMDLINE_LINUX, then GRUB_CMDLINE_LINUX_DEFAULT, as on the normal boot entry.)
+    """
+    text = (sandbox / "etc" / "default" / "grub").read_text()
+    values = {}
+    for key, value in re.findall(r"^(GRUB_CMDLINE_LINUX(?:_DEFAULT)?)=(.*)$", text, re.M):
+        values[key] = " ".join(shlex.split(value))
+    return f"{values.get('GRUB_CMDLINE_LINUX', '')} {values.get('GRUB_CMDLINE_LINUX_DEFAULT', '')}".split()
+
+
+ROLE = REPO / "roles" / "passthrough_host"
+
+
+def configure_host_with_role(sandbox: Path, host: str, workdir: Path) -> None:
+    """Run roles/passthrough_host on the sandbox root (which holds the last boot's sys/ and proc/).
+
+    Its boot-config, initramfs and reboot commands are ``true``: the test reads the line from the
+    GRUB defaults file, ships the modprobe configuration with the next boot, and that boot is the
+    reboot. Its own verification is off: the real kernel and the re-plan verify.
+    """
+    inventory = {"all": {"children": {"gpu_hosts": {"hosts": {host: {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+        "passthrough_host_root": str(sandbox),
+        "passthrough_host_os_family": "Debian",
+        "passthrough_host_policy": POLICY,
+        "passthrough_host_boot_config_command": ["true"],
+        "passthrough_host_initramfs_command": ["true"],
+        "passthrough_host_allow_reboot": True,
+        "passthrough_host_reboot_command": ["true"],
+        "passthrough_host_verify": False,
+    }}}}}}
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "inventory.json").write_text(json.dumps(inventory, indent=2))
+    (workdir / "play.yml").write_text(
+        "---\n- name: Configure the real-kernel guest's sandbox root\n  hosts: gpu_hosts\n"
+        "  gather_facts: false\n  roles:\n    - role: passthrough_host\n")
+    playbook = Path(sys.executable).parent / "ansible-playbook"
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), LC_ALL="C.UTF-8", ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run([str(playbook), "-i", str(workdir / "inventory.json"), str(workdir / "play.yml")],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    (workdir / "ansible.log").write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        raise AssertionError(f"roles/passthrough_host failed on the sandbox {sandbox} (rc {proc.returncode}):\n"
+                             + "\n".join(proc.stdout.splitlines()[-25:]) + proc.stderr[-2000:])
+
+
+def configure_host(sandbox: Path, step: "Step", workdir: Path) -> None:
+    """Configure the sandbox host from the last boot: its sys/ and proc/ become the sandbox's, then
+    roles/passthrough_host runs on it (discovery, planning and the files, as on a real host)."""
+    for name in ("sys", "proc"):
+        link = sandbox / name
+        if link.is_symlink():
+            link.unlink()
+        link.symlink_to(step.boot.root / name)
+    configure_host_with_role(sandbox, step.plan["host"], workdir)
+
+
+def guest_files(sandbox: Path) -> dict:
+    """The module configuration the role wrote, as files for the guest's /etc."""
+    files = {}
+    for rel in GUEST_CONFIG_PATHS:
+        path = sandbox / rel
+        for item in sorted(path.rglob("*")) if path.is_dir() else [path] if path.is_file() else []:
+            if item.is_file():
+                files[str(item.relative_to(sandbox))] = item.read_bytes()
+    return files
+
+
+def expectations(host_plan: dict, facts: dict) -> list[str]:
+    """What the guest checks after booting with the plan's configuration."""
+    lines = ["iommu on"]
+    lines += [f"vfio {address}" for address in host_plan["vfio_devices"]]
+    lines += [f"host {d['address']}" for d in facts["devices"] if d["address"] not in host_plan["vfio_devices"]]
+    return lines
+
+
+@dataclass
+class Step:
+    """One boot of a scenario and what came of it."""
+
+    name: str
+    boot: vm.Boot
+    facts: dict
+    plan: dict
+    cmdline: list[str]
+    complaints: list[str] = field(default_factory=list)
+
+
+def boot_and_plan(guest, machine: str, args: list[str], workdir: Path, name: str, host: str,
+                  files: dict | None = None, expect: list[str] | None = None) -> Step:
+    boot = vm.boot(guest, machine, args, workdir / name, files=files, expect=expect)
+    facts = discover(boot)
+    return Step(name=name, boot=boot, facts=facts, plan=plan(facts, host), cmdline=list(args),
+                complaints=klog.cmdline_complaints(boot.dmesg))
+
+
+def comparable(host_plan: dict) -> dict:
+    """The parts of a plan that must not change once the host runs it: selection, groups, bindings."""
+    keys = ("selected", "groups", "vfio_devices", "vfio_ids", "bind_by_address", "host_devices", "excluded",
+            "kernel_args", "softdep_drivers", "blacklist_modules", "aliases")
+    return {key: host_plan[key] for key in keys}
+
+
+# At most this many configure-and-reboot rounds per scenario. The first plan on an IOMMU-less boot
+# binds every GPU provisionally; a GPU that the real groups then show in a shared group is released
+# by a second round, so two rounds always suffice for this host.
+MAX_ROUNDS = 2
+
+
+@dataclass
+class Flow:
+    """A whole scenario: the first (IOMMU-off) boot, then each configure-and-reboot round."""
+
+    vendor: str
+    sandbox: Path
+    steps: list[Step] = field(default_factory=list)
+
+    @property
+    def wall_s(self) -> float:
+        return sum(step.boot.wall_s for step in self.steps)
+
+
+def run_flow(guest, vendor: str, workdir: Path) -> Flow:
+    """Boot with the sandbox's GRUB line, plan, configure, reboot with exactly the configured line.
+
+    Stops early when the kernel complains about the line or a check inside the guest fails: the
+    tests turn that into a failure quoting the kernel or the guest.
+    """
+    host = f"realkernel-{vendor}"
+    sandbox = workdir / "sandbox"
+    seed_sandbox(sandbox, vendor)
+    flow = Flow(vendor=vendor, sandbox=sandbox)
+    step = boot_and_plan(guest, vendor, grub_kernel_args(sandbox), workdir, "boot1", host, expect=["iommu off"])
+    flow.steps.append(step)
+    for round_no in range(1, MAX_ROUNDS + 1):
+        if step.complaints or step.boot.check_result != "pass" or not step.plan["reboot_required"]:
+            break
+        applied = step
+        configure_host(sandbox, applied, workdir / f"configure{round_no}")
+        step = boot_and_plan(guest, vendor, grub_kernel_args(sandbox), workdir, f"boot{round_no + 1}", host,
+                             files=guest_files(sandbox), expect=expectations(applied.plan, applied.facts))
+        flow.steps.append(step)
+    return flow
