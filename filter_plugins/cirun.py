@@ -88,7 +88,7 @@ def _one(runner, index, flavors, images, region):
     if not isinstance(image, str) or not image:
         errors.append("%s: 'image' is required (an image declared in cloud_images)" % label)
     elif image not in images:
-        errors.append("%s: image '%s' is not declared; declare it in cloud_images or use one of: %s"
+        errors.append("%s: image '%s' is not declared; declare it in cloud_images (or image_builds) or use one of: %s"
                       % (label, image, ", ".join(sorted(images)) or "none declared"))
     labels = runner.get("labels")
     if not isinstance(labels, (list, tuple)) or not labels:

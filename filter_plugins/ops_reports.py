@@ -4,6 +4,8 @@
 """Readable reports of the day-2 operations (pure functions).
 
 * ``result | lifetime_report(check_mode=False)``: one line per server from an os_server_lifetimes result.
+* ``[image_build, stat] | ogc_image_upload(default_properties)``: the os_images item uploading a built image
+  (its file and SHA-256 from ``ansible.builtin.stat``, its properties over the defaults).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -16,7 +18,7 @@ except ImportError:  # pragma: no cover
     class AnsibleFilterError(Exception):
         """Stand-in when ansible is not importable."""
 
-LIFETIME_KEYS = ("would_act", "exempt", "skipped", "invalid_metadata")
+LIFETIME_KEYS = ("would_act", "exempt", "not_acted", "invalid_metadata")
 
 
 def _server(entry):
@@ -27,7 +29,7 @@ def _server(entry):
 
 
 def lifetime_report(result, check_mode=False):
-    """Lines describing an os_server_lifetimes result: what was (or would be) done, exempt, skipped."""
+    """Lines describing an os_server_lifetimes result: what was (or would be) done, exempt, not acted on."""
     if not isinstance(result, dict) or any(k not in result for k in LIFETIME_KEYS):
         raise AnsibleFilterError("lifetime_report expects the result of os_server_lifetimes (keys %s), got %r"
                                  % (", ".join(LIFETIME_KEYS), result if not isinstance(result, dict)
@@ -38,7 +40,7 @@ def lifetime_report(result, check_mode=False):
     for entry in result["would_act"]:
         lines.append("%s %s: %s" % (verb.get(entry.get("action"), entry.get("action")), _server(entry),
                                     entry.get("reason")))
-    for key, word in (("exempt", "exempt"), ("skipped", "skipped"), ("invalid_metadata", "bad metadata")):
+    for key, word in (("exempt", "exempt"), ("not_acted", "not acted on"), ("invalid_metadata", "bad metadata")):
         for entry in result[key]:
             lines.append("%s %s: %s" % (word, _server(entry), entry.get("reason")))
     if len(lines) == 1:
@@ -46,8 +48,32 @@ def lifetime_report(result, check_mode=False):
     return lines
 
 
+UPLOAD_KEYS = ("disk_format", "container_format", "visibility", "min_disk", "min_ram")
+
+
+def ogc_image_upload(pair, default_properties=None):
+    """os_images item for a built image: name, file, checksum sha256:HEX, formats, properties."""
+    if not isinstance(pair, (list, tuple)) or len(pair) != 2 or not isinstance(pair[0], dict) \
+            or not isinstance(pair[1], dict):
+        raise AnsibleFilterError("ogc_image_upload expects [image_builds item, stat result], got %r" % (pair,))
+    image, stat = pair
+    if not image.get("name"):
+        raise AnsibleFilterError("ogc_image_upload: the image has no name: %r" % (image,))
+    if not stat.get("exists") or not stat.get("checksum"):
+        raise AnsibleFilterError("ogc_image_upload: no file (or no sha256 checksum) for image %s at %s"
+                                 % (image["name"], stat.get("path")))
+    properties = dict(default_properties or {})
+    properties.update(image.get("properties") or {})
+    out = dict(name=image["name"], file=stat["path"], checksum="sha256:%s" % stat["checksum"],
+               properties=properties)
+    for key in UPLOAD_KEYS:
+        if image.get(key) is not None:
+            out[key] = image[key]
+    return out
+
+
 class FilterModule:
     """Reports of the day-2 operations."""
 
     def filters(self):
-        return {"lifetime_report": lifetime_report}
+        return {"lifetime_report": lifetime_report, "ogc_image_upload": ogc_image_upload}

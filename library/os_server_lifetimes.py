@@ -24,7 +24,7 @@ description:
     applies.
   - Shelving is skipped for a server already shelved (C(SHELVED), C(SHELVED_OFFLOADED)), for a server
     with a task in progress (C(task_state) set), and for states Nova cannot shelve (C(ERROR), C(BUILD),
-    ...); each is reported in C(skipped) with the reason. Deleting applies to every state.
+    ...); each is reported in C(not_acted) with the reason. Deleting applies to every state.
   - The policy is validated before any API call (zero or negative age, unknown action, a project named
     twice); every project it names is then looked up before any server is read or touched, so an unknown
     project fails the run with nothing changed.
@@ -144,8 +144,10 @@ exempt:
   returned: always
   type: list
   elements: dict
-skipped:
-  description: Servers past their maximum age that were not acted on (already shelved, task in progress, state).
+not_acted:
+  description:
+    - Servers past their maximum age that were not acted on, with the reason (already shelved, task in
+      progress, a state Nova cannot shelve). Not called C(skipped), which Ansible reserves.
   returned: always
   type: list
   elements: dict
@@ -260,13 +262,13 @@ def exemption(metadata, now, exempt_key, expires_key):
 
 
 def decide(servers, rules, default_rule, now, exempt_key, expires_key):
-    """Sort servers into would_act / exempt / skipped / invalid. Pure: no API call.
+    """Sort servers into would_act / exempt / not_acted / invalid_metadata. Pure: no API call.
 
     servers: dicts with id, name, project_id, project, status, task_state, created_at (str), metadata.
     rules: {project_id: {max_age_hours, action, project}}; default_rule: same shape or None.
     Returns (decision dict, number of servers in covered projects).
     """
-    out = dict(would_act=[], exempt=[], skipped=[], invalid_metadata=[])
+    out = dict(would_act=[], exempt=[], not_acted=[], invalid_metadata=[])
     checked = 0
     for server in servers:
         rule = rules.get(server["project_id"], default_rule)
@@ -280,7 +282,7 @@ def decide(servers, rules, default_rule, now, exempt_key, expires_key):
             created = parse_time(server["created_at"])
         except ValueError:
             entry["reason"] = "created_at %r cannot be parsed" % (server["created_at"],)
-            out["skipped"].append(entry)
+            out["not_acted"].append(entry)
             continue
         age = (now - created).total_seconds() / 3600.0
         entry["age_hours"] = round(age, 3)
@@ -302,13 +304,13 @@ def decide(servers, rules, default_rule, now, exempt_key, expires_key):
             continue
         if rule["action"] == "shelve":
             if server["status"] in SHELVED:
-                out["skipped"].append(dict(entry, reason="already shelved (%s)" % server["status"]))
+                out["not_acted"].append(dict(entry, reason="already shelved (%s)" % server["status"]))
                 continue
             if server.get("task_state"):
-                out["skipped"].append(dict(entry, reason="task in progress (%s)" % server["task_state"]))
+                out["not_acted"].append(dict(entry, reason="task in progress (%s)" % server["task_state"]))
                 continue
             if server["status"] not in SHELVABLE:
-                out["skipped"].append(dict(entry, reason="Nova cannot shelve a server in state %s; delete it or "
+                out["not_acted"].append(dict(entry, reason="Nova cannot shelve a server in state %s; delete it or "
                                                           "repair it" % server["status"]))
                 continue
         out["would_act"].append(entry)

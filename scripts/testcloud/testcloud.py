@@ -3,7 +3,7 @@
 
 Run with the OpenStack services venv's Python (scripts/testcloud.sh does that):
 
-    testcloud.py start  [--dir DIR] [--lifetime SECONDS]
+    testcloud.py start  [--dir DIR] [--lifetime SECONDS] [--with-compute]
     testcloud.py stop   [--dir DIR]
     testcloud.py status [--dir DIR]
     testcloud.py wipe   [--dir DIR] [--all]   stop, then delete databases, keys and images; the next
@@ -18,6 +18,10 @@ State layout under DIR (default: .demo/cloud in the repository):
     etc/<svc>/      generated configuration        data/   SQLite databases, fernet keys, images
     log/<svc>.log   service log                    log/<svc>-server.log  gunicorn and stderr
     wsgi/           tiny wrappers that clear sys.argv before importing each WSGI app
+
+With --with-compute it also runs RabbitMQ, Placement, a read-only Neutron stand-in, nova-conductor,
+nova-scheduler and a nova-compute on a fake virt driver with GPU-like PCI devices, so servers can be
+booted, shelved and deleted (see compute.py); without it nothing of that starts.
 
 Every server runs under coreutils `timeout`, so it stops by itself after --lifetime seconds
 (default 7200, env OGC_TESTCLOUD_LIFETIME) even if nobody calls `stop`.
@@ -39,6 +43,8 @@ import threading
 import time
 import urllib.error
 import urllib.request
+
+import compute  # scripts/testcloud/compute.py: the optional compute services
 
 SERVICES = ("keystone", "nova", "glance")
 CLOUD_NAME = "ogc-test"
@@ -139,7 +145,7 @@ def tail(path, lines=15):
 # --------------------------------------------------------------------------- the cloud
 
 class TestCloud:
-    def __init__(self, state_dir, lifetime=DEFAULT_LIFETIME):
+    def __init__(self, state_dir, lifetime=DEFAULT_LIFETIME, with_compute=False):
         self.dir = os.path.abspath(state_dir)
         self.etc = os.path.join(self.dir, "etc")
         self.data = os.path.join(self.dir, "data")
@@ -150,6 +156,8 @@ class TestCloud:
         self.clouds_yaml = os.path.join(self.dir, "clouds.yaml")
         self.lifetime = lifetime
         self.state = load_json(self.state_path, {})
+        self.with_compute = with_compute
+        self.compute = compute.Compute(self) if with_compute else None
 
     # ---- state ---------------------------------------------------------------
     def save_state(self):
@@ -460,7 +468,7 @@ clouds:
     def start(self):
         os.makedirs(self.dir, exist_ok=True)
         up = self.running()
-        if up and len(up) == len(SERVICES):
+        if set(self.expected()) <= set(up):
             print(f"testcloud: already running in {self.dir}")
             self.print_status()
             return 0
@@ -468,7 +476,12 @@ clouds:
             self.stop(quiet=True)
         t0 = time.time()
         self.choose_ports()
+        if self.compute:
+            self.compute.choose_ports(port_is_free, free_port)
         self.write_configs()
+        if self.compute:
+            self.compute.write_configs(write_file)
+        self.state["with_compute"] = self.with_compute
         self.save_state()
         if not self.state.get("initialised") and os.path.isdir(self.pristine) and \
                 self.state.get("pristine_keystone_url"):
@@ -480,6 +493,13 @@ clouds:
         if self.state.get("keystone_url") != self.url("keystone"):
             self.bootstrap_keystone()  # updates the identity endpoint to the new port
             self.state["keystone_url"] = self.url("keystone")
+        try:
+            if self.compute:
+                self.compute.initialise()
+                broker = self.compute.start_broker()
+        except compute.ComputeError as exc:
+            self.stop(quiet=True)
+            raise CloudError(str(exc)) from None
         t1 = time.time()
         procs = {svc: self.spawn(svc) for svc in SERVICES}
         self.state["lifetime"] = self.lifetime
@@ -493,6 +513,11 @@ clouds:
                 raise self.failed("keystone", f"refused the catalog registration ({exc})") from None
             for svc in ("nova", "glance"):
                 self.wait_ready(svc, procs[svc], deadline)
+            if self.compute:
+                self.start_compute(broker)
+        except compute.ComputeError as exc:
+            self.stop(quiet=True)
+            raise CloudError(str(exc)) from None
         except CloudError:
             self.stop(quiet=True)
             raise
@@ -500,6 +525,44 @@ clouds:
               f"servers stop by themselves after {self.lifetime} s")
         self.print_status()
         return 0
+
+    def expected(self):
+        """Names of the processes a complete start of this kind runs."""
+        return SERVICES + (compute.COMPUTE_SERVICES if self.with_compute else ())
+
+    def admin_connection(self):
+        import openstack  # the services venv has openstacksdk  # pylint: disable=import-outside-toplevel
+
+        return openstack.connect(
+            auth_url=self.url("keystone"), username="admin", password=self.secrets()["admin"], project_name="admin",
+            user_domain_name="Default", project_domain_name="Default", region_name=REGION,
+            identity_api_version="3", load_yaml_config=False, load_envvars=False)
+
+    def start_compute(self, broker):
+        """After the API services: the broker, placement, the neutron stand-in and the nova services."""
+        t0 = time.time()
+        conn = self.admin_connection()
+        try:
+            self.compute.register_catalog(conn)
+        finally:
+            conn.close()
+        # A new token: its catalog has the placement endpoint registered just now.
+        conn = self.admin_connection()
+        try:
+            deadline = time.time() + READY_TIMEOUT
+            ports = self.state["ports"]
+            self.compute.wait_port("rabbitmq", broker["rabbitmq"], ports["rabbitmq"], deadline)
+            services_started = time.time()
+            procs = self.compute.start_services()
+            self.save_state()
+            self.compute.wait_port("placement", procs["placement"], ports["placement"], deadline)
+            self.compute.wait_port("neutron", procs["neutron"], ports["neutron"], deadline)
+            procs.update(broker)
+            self.compute.wait_compute(conn, procs, time.time() + READY_TIMEOUT, services_started)
+        finally:
+            conn.close()
+        print(f"testcloud: compute services ready in {time.time() - t0:.1f} s (host {compute.COMPUTE_HOST}, "
+              f"PCI aliases {', '.join(a['name'] for a in compute.PCI_ALIASES)})")
 
     def stop(self, quiet=False):
         pids = self.state.get("pids", {})
@@ -542,8 +605,16 @@ clouds:
         up = self.running()
         started = self.state.get("started_at", {})
         lifetime = self.state.get("lifetime", DEFAULT_LIFETIME)
-        for svc in SERVICES:
+        for svc in SERVICES + tuple(n for n in compute.COMPUTE_SERVICES if n in self.state.get("pids", {})):
             port = self.state.get("ports", {}).get(svc)
+            if svc not in SERVICES:
+                where = f"port {port}" if port else "(no port)"
+                if svc in up:
+                    left = int(started.get(svc, 0) + lifetime - time.time())
+                    print(f"  {svc:8} running  pid {up[svc]:<7} {where}  (stops itself in {left} s)")
+                else:
+                    print(f"  {svc:8} stopped  log {os.path.join(self.logs, svc + '-server.log')}")
+                continue
             if svc in up:
                 left = int(started.get(svc, 0) + lifetime - time.time())
                 print(f"  {svc:8} running  pid {up[svc]:<7} {self.url(svc, port)}  (stops itself in {left} s)")
@@ -551,7 +622,8 @@ clouds:
                 print(f"  {svc:8} stopped  log {os.path.join(self.logs, svc + '-server.log')}")
         print(f"  clouds.yaml {self.clouds_yaml} (cloud {CLOUD_NAME}); "
               f"export OS_CLIENT_CONFIG_FILE={self.clouds_yaml} OS_CLOUD={CLOUD_NAME}")
-        return 0 if len(up) == len(SERVICES) else 3
+        expected = SERVICES + tuple(n for n in compute.COMPUTE_SERVICES if n in self.state.get("pids", {}))
+        return 0 if set(expected) <= set(up) else 3
 
     def wipe(self, everything=False):
         self.stop(quiet=True)
@@ -562,7 +634,7 @@ clouds:
             keys.append("pristine_keystone_url")
         for path in paths:
             shutil.rmtree(path, ignore_errors=True)
-        for key in keys:
+        for key in keys + ["placement_initialised", "cell_transport_url"]:
             self.state.pop(key, None)
         if os.path.isdir(self.dir):
             self.save_state()
@@ -584,10 +656,13 @@ def main(argv=None):
     parser.add_argument("--lifetime", type=int,
                         default=int(os.environ.get("OGC_TESTCLOUD_LIFETIME", DEFAULT_LIFETIME)),
                         help="seconds after which every server stops by itself (default 7200)")
+    parser.add_argument("--with-compute", action="store_true",
+                        help="start: also run RabbitMQ, Placement, nova-conductor, nova-scheduler and a fake "
+                             "nova-compute with GPU-like PCI devices (servers can be booted)")
     args = parser.parse_args(argv)
     if args.lifetime <= 0:
         parser.error("--lifetime must be a positive number of seconds")
-    cloud = TestCloud(args.dir, args.lifetime)
+    cloud = TestCloud(args.dir, args.lifetime, with_compute=args.with_compute)
     try:
         if args.command == "wipe":
             return cloud.wipe(everything=args.all)

@@ -124,7 +124,7 @@ def test_already_shelved_is_unchanged(lifetimes, cloud, run_module):
     cloud.servers = [server("old", "ci-id", 7, status="SHELVED_OFFLOADED")]
     result = run_module(lifetimes, BASE)
     assert result["changed"] is False
-    assert result["skipped"][0]["reason"] == "already shelved (SHELVED_OFFLOADED)"
+    assert result["not_acted"][0]["reason"] == "already shelved (SHELVED_OFFLOADED)"
     cloud.compute.shelve_server.assert_not_called()
 
 
@@ -132,7 +132,7 @@ def test_busy_and_unshelvable_servers_skipped(lifetimes, cloud, run_module):
     cloud.servers = [server("busy", "ci-id", 7, task_state="rebooting"), server("broken", "ci-id", 7, status="ERROR")]
     result = run_module(lifetimes, BASE)
     assert result["changed"] is False
-    reasons = {e["id"]: e["reason"] for e in result["skipped"]}
+    reasons = {e["id"]: e["reason"] for e in result["not_acted"]}
     assert reasons == {"busy": "task in progress (rebooting)",
                        "broken": "Nova cannot shelve a server in state ERROR; delete it or repair it"}
 
@@ -252,7 +252,7 @@ def test_unparsable_created_at_is_skipped(lifetimes, cloud, run_module):
     cloud.servers = [bad]
     result = run_module(lifetimes, BASE)
     assert result["changed"] is False
-    assert result["skipped"][0]["reason"] == "created_at 'garbage' cannot be parsed"
+    assert result["not_acted"][0]["reason"] == "created_at 'garbage' cannot be parsed"
 
 
 def test_deleted_servers_ignored(lifetimes, cloud, run_module):

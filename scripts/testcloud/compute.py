@@ -1,0 +1,386 @@
+"""The test cloud's optional compute side (``testcloud.sh start --with-compute``).
+
+Adds to the API-only test cloud, all on 127.0.0.1 and under coreutils ``timeout`` like the rest:
+
+* a message broker: RabbitMQ from Debian packages (``rabbitmq-server``; installed with apt-get when
+  missing), its own Erlang port mapper (epmd) on a free loopback port, node name, cookie, database and
+  logs under ``DIR/data/rabbitmq`` and ``DIR/log/rabbitmq``;
+* Placement (openstack-placement, gunicorn, SQLite) registered in the catalog;
+* a read-only Neutron stand-in (``fake_neutron.py``): Nova lists an instance's ports on delete and
+  shelve-offload even when it was booted with ``networks: none``;
+* nova-conductor, nova-scheduler (PciPassthroughFilter enabled) and one nova-compute on a fake virt
+  driver (``ogc_fake_gpu.FakeGpuDriver``, loaded through ogc_nova_compute.py: Nova's FakeDriver reporting GPU-like PCI devices) with a
+  ``[pci] device_spec`` for them; nova-api gets the matching ``[pci] alias`` and the broker's URL.
+
+The compute host (``COMPUTE_HOST``) offers two Tesla V100 (10de:1db4, type-PCI, alias ``tesla-v100``);
+the alias ``rtx-2080ti`` (10de:1e07) is known to the API but no host has such a device, so a flavor
+asking for it fails with "No valid host was found".
+"""
+
+import datetime
+import json
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+
+COMPUTE_SERVICES = ("epmd", "rabbitmq", "placement", "neutron", "conductor", "scheduler", "compute")
+COMPUTE_HOST = "ogc-gpu-1"
+RABBIT_USER = "guest"  # RabbitMQ's default user, allowed on loopback only
+PCI_DEVICES = [
+    {"address": "0000:27:00.0", "vendor_id": "10de", "product_id": "1db4", "dev_type": "type-PCI", "numa_node": 0},
+    {"address": "0000:44:00.0", "vendor_id": "10de", "product_id": "1db4", "dev_type": "type-PCI", "numa_node": 0},
+]
+PCI_ALIASES = [
+    {"name": "tesla-v100", "vendor_id": "10de", "product_id": "1db4", "device_type": "type-PCI"},
+    {"name": "rtx-2080ti", "vendor_id": "10de", "product_id": "1e07", "device_type": "type-PCI"},
+]
+PCI_DEVICE_SPECS = [{"vendor_id": "10de", "product_id": "1db4"}]
+ENABLED_FILTERS = ("ComputeFilter,ComputeCapabilitiesFilter,ImagePropertiesFilter,ServerGroupAntiAffinityFilter,"
+                   "ServerGroupAffinityFilter,PciPassthroughFilter")
+RABBIT_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
+EPMD_CANDIDATES = ("/usr/bin/epmd", "/usr/lib/erlang/bin/epmd")
+
+
+class ComputeError(Exception):
+    """Raised with an operator-facing message; testcloud.py turns it into its CloudError."""
+
+
+def _port_open(port, timeout=1.0):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def ensure_rabbitmq(log):
+    """Install rabbitmq-server from Debian packages when it is missing (needs root and apt)."""
+    if os.path.exists(RABBIT_SERVER):
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        raise ComputeError("rabbitmq-server is not installed and cannot be installed here (needs root and "
+                           "apt-get): install the Debian package rabbitmq-server, then start again")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    with open(log, "a", encoding="utf-8") as out:
+        out.write("\n$ apt-get install -y rabbitmq-server\n")
+        out.flush()
+        # The package does not start a server without an init system; ours is started below.
+        for argv in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "--no-install-recommends",
+                                                    "rabbitmq-server"]):
+            proc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, env=env, check=False)
+            if proc.returncode:
+                raise ComputeError("`%s` exited %s; see %s" % (" ".join(argv), proc.returncode, log))
+    if not os.path.exists(RABBIT_SERVER):
+        raise ComputeError("rabbitmq-server was installed but %s is missing" % RABBIT_SERVER)
+
+
+class Compute:
+    """Configuration, initialisation and processes of the compute side, for one TestCloud."""
+
+    def __init__(self, cloud):
+        self.cloud = cloud
+        self.rabbit_dir = os.path.join(cloud.data, "rabbitmq")
+        self.rabbit_logs = os.path.join(cloud.logs, "rabbitmq")
+        self.here = os.path.dirname(os.path.abspath(__file__))
+
+    # ---- ports and URLs ---------------------------------------------------------
+    def choose_ports(self, port_is_free, free_port):
+        ports = self.cloud.state["ports"]
+        previous = self.cloud.state.get("compute_ports", {})  # kept: the cell mapping stores the broker's port
+        for name in ("epmd", "rabbitmq", "rabbitmq_dist", "placement", "neutron"):
+            port = previous.get(name)
+            taken = set(ports.values())
+            if not port or not port_is_free(port) or port in taken:
+                port = free_port(taken)
+            ports[name] = port
+        self.cloud.state["compute_ports"] = dict((k, ports[k]) for k in previous.keys() | ports.keys()
+                                                 if k in ("epmd", "rabbitmq", "rabbitmq_dist", "placement", "neutron"))
+
+    def transport_url(self):
+        return "rabbit://%s:%s@127.0.0.1:%s/" % (RABBIT_USER, RABBIT_USER, self.cloud.state["ports"]["rabbitmq"])
+
+    def url(self, name):
+        return "http://127.0.0.1:%s" % self.cloud.state["ports"][name]
+
+    # ---- configuration ----------------------------------------------------------
+    def secrets(self, write_file):
+        """The cloud's secrets plus the placement service user's password (added once)."""
+        pw = self.cloud.secrets()
+        if "placement" not in pw:
+            import secrets  # pylint: disable=import-outside-toplevel
+
+            pw["placement"] = secrets.token_urlsafe(18)
+            write_file(self.cloud.secrets_path, json.dumps(pw, indent=2) + "\n", 0o600)
+        return pw
+
+    def write_configs(self, write_file):
+        cloud = self.cloud
+        pw = self.secrets(write_file)
+        for sub in (self.rabbit_dir, self.rabbit_logs, os.path.join(cloud.etc, "placement"), os.path.join(cloud.etc, "rabbitmq"),
+                    os.path.join(cloud.data, "instances")):
+            os.makedirs(sub, exist_ok=True)
+        ports = cloud.state["ports"]
+        write_file(os.path.join(cloud.etc, "rabbitmq", "rabbitmq.conf"), f"""# Test cloud broker: loopback only.
+listeners.tcp.1 = 127.0.0.1:{ports['rabbitmq']}
+loopback_users.guest = true
+log.file.level = warning
+""")
+        write_file(os.path.join(cloud.etc, "rabbitmq", "enabled_plugins"), "[].\n")
+        # nova.conf (every nova service, nova-api included): the broker, placement, neutron, scheduler
+        # filters and the PCI aliases. Appended to the API-only file, whose transport_url is replaced.
+        nova_conf = os.path.join(cloud.etc, "nova", "nova.conf")
+        with open(nova_conf, encoding="utf-8") as handle:
+            text = handle.read()
+        text = text.replace("transport_url = fake://", f"transport_url = {self.transport_url()}")
+        auth = f"""auth_type = password
+auth_url = {cloud.url('keystone')}
+project_domain_name = Default
+user_domain_name = Default
+project_name = service
+username = nova
+password = {pw['nova']}
+region_name = RegionOne
+"""
+        aliases = "".join("alias = %s\n" % json.dumps(a, sort_keys=True) for a in PCI_ALIASES)
+        text += f"""
+# ---- compute services (testcloud.sh start --with-compute) ----
+[placement]
+{auth}
+[neutron]
+{auth}
+[scheduler]
+discover_hosts_in_cells_interval = 2
+workers = 1
+[filter_scheduler]
+available_filters = nova.scheduler.filters.all_filters
+enabled_filters = {ENABLED_FILTERS}
+# Passthrough devices are tracked in placement too (free/used through the API; see os_pci_inventory).
+pci_in_placement = true
+[conductor]
+workers = 1
+[pci]
+{aliases}
+[oslo_messaging_rabbit]
+heartbeat_timeout_threshold = 0
+"""
+        write_file(nova_conf, text)
+        specs = "".join("device_spec = %s\n" % json.dumps(s, sort_keys=True) for s in PCI_DEVICE_SPECS)
+        write_file(os.path.join(cloud.etc, "nova", "nova-compute.conf"), f"""# nova-compute only (read after nova.conf).
+[DEFAULT]
+debug = {"true" if os.environ.get("OGC_TESTCLOUD_DEBUG") else "false"}
+host = {COMPUTE_HOST}
+compute_driver = ogc_fake_gpu.FakeGpuDriver
+instances_path = {cloud.data}/instances
+[pci]
+report_in_placement = true
+{specs}""")
+        write_file(os.path.join(cloud.etc, "nova", "fake-pci-devices.json"), json.dumps(PCI_DEVICES, indent=1) + "\n")
+        write_file(os.path.join(cloud.etc, "placement", "placement.conf"), f"""[DEFAULT]
+log_file = {cloud.logs}/placement.log
+[api]
+auth_strategy = keystone
+[placement_database]
+connection = {cloud.db('placement')}
+[oslo_policy]
+enforce_new_defaults = true
+{cloud.authtoken('placement', pw['placement'])}
+""")
+        write_file(os.path.join(cloud.dir, "wsgi", "ogc_placement_app.py"),
+                   "import sys\nsys.argv = sys.argv[:1]\nfrom placement.wsgi.api import application  # noqa: E402,F401\n")
+
+    # ---- initialisation ---------------------------------------------------------
+    def initialise(self):
+        """Placement schema, the cell's broker URL (idempotent; once per database / port change)."""
+        cloud = self.cloud
+        state = cloud.state
+        if not state.get("placement_initialised"):
+            cloud.manage("placement", [cloud_bin("placement-manage"), "--config-file",
+                                       os.path.join(cloud.etc, "placement", "placement.conf"), "db", "sync"])
+            cloud.wal("placement")
+            state["placement_initialised"] = True
+        if state.get("cell_transport_url") != self.transport_url():
+            # The conductor reaches the computes of cell1 through the cell mapping's transport URL.
+            # (nova-manage cell_v2 update_cell does the same in a separate process; ~10 s here.)
+            con = sqlite3.connect(os.path.join(cloud.data, "nova_api.sqlite"), timeout=30)
+            try:
+                with con:
+                    done = con.execute("UPDATE cell_mappings SET transport_url = ? WHERE name = 'cell1'",
+                                       (self.transport_url(),)).rowcount
+            finally:
+                con.close()
+            if done != 1:
+                raise ComputeError("the nova_api database has no cell 'cell1' (wipe the test cloud and start again)")
+            state["cell_transport_url"] = self.transport_url()
+        cloud.save_state()
+
+    def register_catalog(self, conn):
+        """Placement's service user and endpoints, and the Neutron stand-in's endpoints."""
+        pw = self.cloud.secrets()
+        ident = conn.identity
+        project = ident.find_project("service", domain_id="default", ignore_missing=False)
+        admin_role = ident.find_role("admin", ignore_missing=False)
+        user = ident.find_user("placement", domain_id="default")
+        if user is None:
+            user = ident.create_user(name="placement", password=pw["placement"], domain_id="default")
+        else:
+            ident.update_user(user, password=pw["placement"])
+        ident.assign_project_role_to_user(project, user, admin_role)
+        for name, stype, url in (("placement", "placement", self.url("placement")),
+                                 ("neutron", "network", self.url("neutron"))):
+            service = next(iter(ident.services(type=stype)), None) or \
+                ident.create_service(name=name, type=stype, is_enabled=True)
+            existing = {e.interface: e for e in ident.endpoints(service_id=service.id)}
+            for interface in ("public", "internal", "admin"):
+                endpoint = existing.get(interface)
+                if endpoint is None:
+                    ident.create_endpoint(service_id=service.id, interface=interface, url=url, region_id="RegionOne")
+                elif endpoint.url != url:
+                    ident.update_endpoint(endpoint, url=url)
+
+    # ---- processes --------------------------------------------------------------
+    def spawn(self, name, argv, env=None, log_name=None):
+        cloud = self.cloud
+        log = os.path.join(cloud.logs, f"{log_name or name}-server.log")
+        full_env = dict(os.environ)
+        full_env.pop("OS_CLOUD", None)
+        full_env.update(env or {})
+        argv = ["timeout", "--kill-after=10", str(int(cloud.lifetime)), *argv]
+        with open(log, "a", encoding="utf-8") as out:
+            out.write(f"\n--- {time.strftime('%Y-%m-%dT%H:%M:%S')} start: {' '.join(argv)}\n")
+            out.flush()
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                    cwd=cloud.dir, env=full_env, start_new_session=True)
+        cloud.state.setdefault("pids", {})[name] = proc.pid
+        cloud.state.setdefault("started_at", {})[name] = time.time()
+        return proc
+
+    def rabbit_env(self):
+        ports = self.cloud.state["ports"]
+        etc = os.path.join(self.cloud.etc, "rabbitmq")
+        return {
+            "HOME": self.rabbit_dir,  # the Erlang cookie lives here
+            "ERL_EPMD_ADDRESS": "127.0.0.1",
+            "ERL_EPMD_PORT": str(ports["epmd"]),
+            "RABBITMQ_NODENAME": "ogc-testcloud@localhost",
+            "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+            "RABBITMQ_NODE_PORT": str(ports["rabbitmq"]),
+            "RABBITMQ_DIST_PORT": str(ports["rabbitmq_dist"]),
+            "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-kernel inet_dist_use_interface {127,0,0,1}",
+            "RABBITMQ_MNESIA_BASE": os.path.join(self.rabbit_dir, "mnesia"),
+            "RABBITMQ_LOG_BASE": self.rabbit_logs,
+            "RABBITMQ_LOGS": os.path.join(self.rabbit_logs, "rabbit.log"),
+            "RABBITMQ_CONFIG_FILE": os.path.join(etc, "rabbitmq.conf"),
+            "RABBITMQ_ENABLED_PLUGINS_FILE": os.path.join(etc, "enabled_plugins"),
+            "RABBITMQ_PID_FILE": os.path.join(self.rabbit_dir, "rabbit.pid"),
+        }
+
+    def start_broker(self):
+        ensure_rabbitmq(os.path.join(self.cloud.logs, "init.log"))
+        epmd = next((p for p in EPMD_CANDIDATES if os.path.exists(p)), None) or shutil.which("epmd")
+        if not epmd:
+            raise ComputeError("epmd (Erlang's port mapper, package erlang-base) is missing")
+        ports = self.cloud.state["ports"]
+        procs = {"epmd": self.spawn("epmd", [epmd, "-address", "127.0.0.1", "-port", str(ports["epmd"])])}
+        deadline = time.time() + 20
+        while not _port_open(ports["epmd"]):
+            if procs["epmd"].poll() is not None or time.time() > deadline:
+                raise self.failed("epmd", "did not listen on 127.0.0.1:%s" % ports["epmd"])
+            time.sleep(0.2)
+        procs["rabbitmq"] = self.spawn("rabbitmq", [RABBIT_SERVER], env=self.rabbit_env())
+        return procs
+
+    def start_services(self):
+        cloud = self.cloud
+        nova_conf = os.path.join(cloud.etc, "nova", "nova.conf")
+        procs = {
+            "placement": self.spawn("placement", [
+                cloud_bin("gunicorn"), "--bind", f"127.0.0.1:{cloud.state['ports']['placement']}", "--workers", "1",
+                "--worker-class", "gthread", "--threads", "4", "--timeout", "300", "--graceful-timeout", "5",
+                "--access-logfile", os.path.join(cloud.logs, "placement-access.log"), "--capture-output",
+                "--name", "ogc-testcloud-placement", "ogc_placement_app:application"],
+                env={"OS_PLACEMENT_CONFIG_DIR": os.path.join(cloud.etc, "placement"),
+                     "PYTHONPATH": os.path.join(cloud.dir, "wsgi")}),
+            "neutron": self.spawn("neutron", [sys.executable, os.path.join(self.here, "fake_neutron.py"),
+                                              str(cloud.state["ports"]["neutron"])]),
+            "conductor": self.spawn("conductor", [cloud_bin("nova-conductor"), "--config-file", nova_conf]),
+            "scheduler": self.spawn("scheduler", [cloud_bin("nova-scheduler"), "--config-file", nova_conf]),
+            "compute": self.spawn("compute", [sys.executable, os.path.join(self.here, "ogc_nova_compute.py"),
+                                              "--config-file", nova_conf, "--config-file",
+                                              os.path.join(cloud.etc, "nova", "nova-compute.conf")],
+                                  env={"OGC_FAKE_PCI_DEVICES": os.path.join(cloud.etc, "nova", "fake-pci-devices.json")}),
+        }
+        return procs
+
+    def wait_port(self, name, proc, port, deadline):
+        while time.time() < deadline:
+            if proc.poll() is not None:
+                raise self.failed(name, "exited with status %s during start-up" % proc.returncode)
+            if _port_open(port):
+                return
+            time.sleep(0.3)
+        raise self.failed(name, "did not listen on 127.0.0.1:%s in time" % port)
+
+    def wait_compute(self, conn, procs, deadline, started):
+        """Until the hypervisor is known to the API, the nova services are up and placement has the host."""
+        seen = "nothing yet"
+        while time.time() < deadline:
+            for name in ("conductor", "scheduler", "compute", "placement", "neutron"):
+                if procs[name].poll() is not None:
+                    raise self.failed(name, "exited with status %s during start-up" % procs[name].returncode)
+            providers = []
+            try:
+                hypervisors = list(conn.compute.hypervisors())
+                # "up" and heard from since this start: after a restart the old record still looks up for a
+                # minute, and the scheduler's ComputeFilter rejects the host until a fresh heartbeat.
+                services = {s.binary: (s.state if _since(s.updated_at, started) else "stale")
+                            for s in conn.compute.services()}
+            except Exception as exc:  # pylint: disable=broad-except
+                hypervisors, services = [], {"error": str(exc)}
+            if hypervisors and all(services.get(b) == "up" for b in ("nova-conductor", "nova-scheduler",
+                                                                     "nova-compute")):
+                try:
+                    providers = list(conn.placement.resource_providers(name=COMPUTE_HOST))
+                except Exception as exc:  # pylint: disable=broad-except
+                    providers, services = [], dict(services, placement_error=str(exc))
+                if providers:
+                    return
+            seen = "hypervisors %s, services %s, providers %s" % (
+                [h.name for h in hypervisors], services, [p.name for p in providers])
+            time.sleep(1)
+        raise self.failed("compute", "did not register with the API and placement in time (last seen: %s)" % seen)
+
+    def failed(self, name, why):
+        logs = [os.path.join(self.cloud.logs, f"{name}-server.log")]
+        if name == "rabbitmq":
+            logs.append(os.path.join(self.rabbit_logs, "rabbit.log"))
+        detail = "".join(f"\n--- last lines of {p}:\n{_tail(p)}" for p in logs if os.path.exists(p))
+        return ComputeError(f"{name} {why}. Logs: {', '.join(logs)}{detail}")
+
+
+def _since(updated_at, started):
+    """True when a service record's updated_at (UTC, ISO) is later than the epoch time started."""
+    if not updated_at:
+        return False
+    try:
+        moment = datetime.datetime.fromisoformat(str(updated_at).replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return moment.timestamp() > started
+
+
+def cloud_bin(name):
+    return os.path.join(os.path.dirname(sys.executable), name)
+
+
+def _tail(path, lines=20):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return "".join(handle.readlines()[-lines:])
+    except OSError:
+        return ""

@@ -1,0 +1,66 @@
+"""A Nova virt driver for the test cloud: Nova's FakeDriver plus PCI devices that look like GPUs.
+
+nova-compute loads it with ``compute_driver = ogc_fake_gpu.FakeGpuDriver`` when started through
+ogc_nova_compute.py (which adds this directory to the ``nova.virt`` package). Nova's own ``fake.FakeDriverWithPciResources`` reports SR-IOV NICs with the vendor id
+``fake-vendor_id``, which no real ``[pci] alias`` (4 hex digits) can match; this one reports the devices
+listed in the JSON file named by ``OGC_FAKE_PCI_DEVICES`` (a list of ``{address, vendor_id, product_id,
+dev_type, numa_node}``), e.g. two Tesla V100 (10de:1db4, type-PCI) as the seed server passes to Nova.
+Everything else (instances that only exist in memory, huge fake capacity) is Nova's FakeDriver, except
+that the compute node's UUID is stable (derived from the node name) and written to the node identity
+file (``<state_path>/compute_id``) as a real driver does, so nova-compute can be restarted on the same
+databases (Nova refuses to start without that file once it has run).
+"""
+
+import json
+import os
+import uuid
+
+from oslo_serialization import jsonutils
+
+import nova.conf
+from nova.virt import fake
+from nova.virt import node as virt_node
+
+CONF = nova.conf.CONF
+
+
+def node_uuid(nodename):
+    """The compute node's UUID: the same on every start."""
+    return str(uuid.uuid5(uuid.NAMESPACE_DNS, "ogc-testcloud." + nodename))
+
+
+def _devices():
+    path = os.environ.get("OGC_FAKE_PCI_DEVICES")
+    if not path:
+        return []
+    with open(path, encoding="utf-8") as handle:
+        listed = json.load(handle)
+    devices = []
+    for item in listed:
+        devices.append({
+            "address": item["address"],
+            "vendor_id": item["vendor_id"],
+            "product_id": item["product_id"],
+            "dev_type": item.get("dev_type", "type-PCI"),
+            "status": "available",
+            "parent_addr": None,
+            "numa_node": item.get("numa_node", 0),
+            "label": "label_%s_%s" % (item["vendor_id"], item["product_id"]),
+        })
+    return devices
+
+
+class FakeGpuDriver(fake.FakeDriver):
+    """FakeDriver reporting the PCI devices of OGC_FAKE_PCI_DEVICES as passthrough candidates."""
+
+    def __init__(self, virtapi, read_only=False):
+        super().__init__(virtapi, read_only)
+        if virt_node.read_local_node_uuid() is None:
+            virt_node.write_local_node_uuid(node_uuid(CONF.host))
+
+    def get_available_resource(self, nodename):
+        host_status = super().get_available_resource(nodename)
+        if host_status:
+            host_status["uuid"] = node_uuid(nodename)
+            host_status["pci_passthrough_devices"] = jsonutils.dumps(_devices())
+        return host_status
