@@ -136,7 +136,9 @@ def run(tmp_path_factory, bmc):
                ANSIBLE_FILTER_PLUGINS=str(REPO / "filter_plugins"), ANSIBLE_PIPELINING="True", ANSIBLE_FORKS="12")
     proc = subprocess.run([str(Path(PY).with_name("ansible-playbook")), "-i", str(base / "inventory.yml"), str(playbook)],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
-    report = json.loads(proc.stdout)
+    # The json callback's document; ansible.cfg's aggregate callbacks may print around it.
+    assert "{\n" in proc.stdout, "ansible-playbook printed no JSON (rc %d): %s" % (proc.returncode, proc.stderr[-3000:])
+    report, _ = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{\n"):])
     failures = {}
     for play in report["plays"]:
         for task in play["tasks"]:
