@@ -205,7 +205,7 @@ def main():
     work = tempfile.mkdtemp(prefix="ogc-bench-work-")
     print("bench: test cloud in %s, logs in %s" % (state_dir, work), flush=True)
     started = time.perf_counter()
-    subprocess.run([os.path.join(ROOT, "scripts", "testcloud.sh"), "start", "--dir", state_dir, "--lifetime", "3600"],
+    subprocess.run([os.path.join(ROOT, "scripts", "testcloud.sh"), "start", "--dir", state_dir, "--lifetime", "7200"],
                    check=True, cwd=ROOT)
     start_seconds = round(time.perf_counter() - started, 1)
     bench = Bench(state_dir, work)
