@@ -493,27 +493,24 @@ def read_state(cm, declared):
         existing[flavor.name] = current_view(flavor)
     access = {}
     declared_private = set(f["name"] for f in declared if not f["is_public"])
-    for name, view in existing.items():
-        if not view["is_public"] and name in declared_private:
-            entries = cm.call("reading the access list of flavor", name, compute.get_flavor_access, view["id"])
-            access[name] = sorted(e.get("tenant_id") for e in entries)
-            view["projects"] = access[name]
+    private = [name for name, view in sorted(existing.items()) if not view["is_public"] and name in declared_private]
+    lists = cm.read_all("reading the access list of flavor", private,
+                        lambda name: compute.get_flavor_access(existing[name]["id"]))
+    for name, entries in zip(private, lists):
+        access[name] = sorted(e.get("tenant_id") for e in entries)
+        existing[name]["projects"] = access[name]
     return existing, access
 
 
 def resolve_projects(cm, declared):
-    """{declared project name or id: id}, one lookup per distinct project."""
-    ids = {}
+    """{declared project name or id: id}, from one project listing."""
+    found = cm.find_projects(p for flavor in declared for p in flavor["projects"])
     for flavor in declared:
         for project in flavor["projects"]:
-            if project in ids:
-                continue
-            found = cm.call("looking up project", project, cm.conn.identity.find_project, project)
-            if found is None:
+            if project not in found:
                 cm.fail("flavor %s: project '%s' does not exist (declare it first, e.g. with os_access)"
                         % (flavor["name"], project), failed_item=flavor["name"])
-            ids[project] = found.id
-    return ids
+    return dict((key, project.id) for key, project in found.items())
 
 
 def main():

@@ -20,7 +20,9 @@ description:
   - Compute (Nova) quotas only. Network (Neutron) and block-storage (Cinder) quotas are not handled by
     this module; unknown keys are rejected by the argument spec.
   - A project whose effective value already equals the declared one is not written, so it keeps following
-    the class default; if the class default changes later, the next run writes the project's own value.
+    the class default, except when this run changes that class key (the project value is then written, so
+    the declared value holds after the run). If the class is changed by other means later, the next run
+    writes the project's own value.
   - Check mode and diff mode use the same difference function as a real run.
 version_added: "0.1.0"
 author: open-gpu-cloud contributors
@@ -189,6 +191,24 @@ def difference(want, have):
     return dict((k, (have.get(k), v)) for k, v in sorted(want.items()) if have.get(k) != v)
 
 
+def project_difference(want, have, class_change):
+    """Like difference(), for a project while the class default changes in the same run. Pure.
+
+    A project value equal to the old class value may be inherited: once the class changes it would follow
+    the new value, so the declared value is written (pinned) even though it reads the same now.
+    Returns ({key: (old, new)}, {key: note}).
+    """
+    diff, notes = {}, {}
+    for key, value in sorted(want.items()):
+        current = have.get(key)
+        if current != value:
+            diff[key] = (current, value)
+        elif key in class_change and current == class_change[key][0] and value != class_change[key][1]:
+            diff[key] = (current, value)
+            notes[key] = " (pinned: the class default changes to %s)" % class_change[key][1]
+    return diff, notes
+
+
 def quota_view(obj):
     get = obj.get if isinstance(obj, dict) else lambda k: getattr(obj, k, None)
     return dict((k, get(k)) for k in QUOTA_KEYS if get(k) is not None)
@@ -207,21 +227,32 @@ def main():
     if params["default_class"] is not None and declared_values(params["default_class"]):
         have = quota_view(cm.call("reading quota class set", "default", compute.get_quota_class_set, "default"))
         targets.append(("class default", None, declared_values(params["default_class"]), have))
+    projects = cm.find_projects(entry["project"] for entry in params["projects"])
     for entry in params["projects"]:
-        project = cm.call("looking up project", entry["project"], cm.conn.identity.find_project, entry["project"])
-        if project is None:
+        if entry["project"] not in projects:
             cm.fail("project '%s' does not exist (declare it first, e.g. with os_access); nothing was written"
                     % entry["project"], failed_item="project %s" % entry["project"])
-        have = quota_view(cm.call("reading quotas of project", entry["project"], compute.get_quota_set, project.id))
-        targets.append(("project %s" % entry["project"], project.id, declared_values(entry), have))
+    # One GET per project (Nova has no bulk read), concurrently.
+    current = cm.read_all("reading quotas of project", params["projects"],
+                          lambda entry: compute.get_quota_set(projects[entry["project"]].id),
+                          label=lambda entry: entry["project"])
+    for entry, have in zip(params["projects"], current):
+        targets.append(("project %s" % entry["project"], projects[entry["project"]].id, declared_values(entry),
+                        quota_view(have)))
 
     changes, before, after = {}, {}, {}
+    class_change = {}
     for label, project_id, want, have in targets:
-        diff = difference(want, have)
+        if project_id is None:
+            diff = difference(want, have)
+            class_change = diff
+            notes = {}
+        else:
+            diff, notes = project_difference(want, have, class_change)
         if not diff:
             cm.record("unchanged", label)
             continue
-        changes[label] = ["%s: %s -> %s" % (k, old, new) for k, (old, new) in diff.items()]
+        changes[label] = ["%s: %s -> %s%s" % (k, old, new, notes.get(k, "")) for k, (old, new) in diff.items()]
         before[label] = dict((k, old) for k, (old, new) in diff.items())
         after[label] = dict((k, new) for k, (old, new) in diff.items())
         if not cm.check_mode:

@@ -19,6 +19,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
@@ -157,9 +158,8 @@ class CloudModule:
     def _auth_failure(self, exc):
         where = self._where()
         text = sdk_message(exc)
-        if ksa_exceptions is not None and isinstance(exc, (ksa_exceptions.ConnectFailure,
-                                                           ksa_exceptions.ConnectTimeout,
-                                                           ksa_exceptions.DiscoveryFailure)):
+        if _caused_by(exc, "ConnectFailure", "ConnectTimeout", "ConnectionError") or \
+                "Unable to establish connection" in text:
             return "cannot reach the identity endpoint of %s: %s (is Keystone running and the auth_url right?)" % (
                 where, text)
         if ksa_exceptions is not None and isinstance(exc, ksa_exceptions.Unauthorized) or "401" in text:
@@ -197,8 +197,60 @@ class CloudModule:
                 self.fail_sdk(exc, action, resource)
             raise
 
+    def read_all(self, action, items, func, label=str, workers=8):
+        """Run func(item) for every item concurrently (read-only calls: GETs); results in item order.
+
+        The first SDK error becomes fail_sdk naming that item. Writes are never done this way: they stay
+        sequential so a failure halfway leaves a clear list of what was done.
+        """
+        items = list(items)
+        if len(items) < 2:
+            return [self.call(action, label(item), func, item) for item in items]
+        with ThreadPoolExecutor(max_workers=min(workers, len(items))) as pool:
+            futures = [pool.submit(func, item) for item in items]
+        results = []
+        for item, future in zip(items, futures):
+            try:
+                results.append(future.result())
+            except Exception as exc:  # pylint: disable=broad-except
+                if _is_api_error(exc):
+                    self.fail_sdk(exc, action, label(item))
+                raise
+        return results
+
+    def find_projects(self, names_or_ids):
+        """{name or id: project} for the given projects, from ONE project listing.
+
+        Missing ones are absent from the answer; a name that exists in several domains is an error.
+        """
+        wanted = set(names_or_ids)
+        if not wanted:
+            return {}
+        projects = self.call("listing", "projects", lambda: list(self.conn.identity.projects()))
+        found = {}
+        for project in projects:
+            if project.id in wanted:
+                found[project.id] = project
+            if project.name in wanted:
+                if project.name in found and found[project.name].id != project.id:
+                    self.fail("project name '%s' exists in several domains: give its ID" % project.name,
+                              failed_item=project.name)
+                found[project.name] = project
+        return found
+
     def exit(self, changed, **result):
         self.module.exit_json(changed=changed, **result)
+
+
+def _caused_by(exc, *names):
+    """True when exc or an exception it wraps (__cause__/__context__) has one of these class names."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if any(cls.__name__ in names for cls in type(exc).__mro__):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _is_api_error(exc):

@@ -5,7 +5,8 @@
 #   scripts/testcloud.sh start  [--dir DIR] [--lifetime SECONDS]   ~20-30 s; prints ports and clouds.yaml
 #   scripts/testcloud.sh status [--dir DIR]                         exit 0 when all three servers run
 #   scripts/testcloud.sh stop   [--dir DIR]                         stops the recorded PIDs
-#   scripts/testcloud.sh wipe   [--dir DIR]                         stop + delete databases, keys, images
+#   scripts/testcloud.sh wipe   [--dir DIR] [--all]                 stop + delete databases, keys, images
+#                                       (the next start restores the freshly initialised databases; --all: migrate again)
 # DIR defaults to .demo/cloud (env OGC_TESTCLOUD_DIR). Every server stops by itself after the lifetime
 # (default 7200 s, env OGC_TESTCLOUD_LIFETIME). Use the cloud with
 #   OS_CLIENT_CONFIG_FILE=DIR/clouds.yaml OS_CLOUD=ogc-test

@@ -26,7 +26,7 @@ def exists(host, rel):
 
 
 def calls(host):
-    """The commands the role ran (recorded by tests/helpers/record_command.py), as argv lists."""
+    """The commands the role ran (recorded by scripts/record_command.py), as argv lists."""
     log = state(host) / "calls.jsonl"
     if not log.exists():
         return []

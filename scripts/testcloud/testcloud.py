@@ -6,7 +6,9 @@ Run with the OpenStack services venv's Python (scripts/testcloud.sh does that):
     testcloud.py start  [--dir DIR] [--lifetime SECONDS]
     testcloud.py stop   [--dir DIR]
     testcloud.py status [--dir DIR]
-    testcloud.py wipe   [--dir DIR]      stop, then delete databases, keys and images
+    testcloud.py wipe   [--dir DIR] [--all]   stop, then delete databases, keys and images; the next
+                                           start restores the freshly initialised databases kept in
+                                           pristine/ (--all deletes those too: the next start migrates)
 
 State layout under DIR (default: .demo/cloud in the repository):
 
@@ -141,6 +143,7 @@ class TestCloud:
         self.dir = os.path.abspath(state_dir)
         self.etc = os.path.join(self.dir, "etc")
         self.data = os.path.join(self.dir, "data")
+        self.pristine = os.path.join(self.dir, "pristine")
         self.logs = os.path.join(self.dir, "log")
         self.state_path = os.path.join(self.dir, "state.json")
         self.secrets_path = os.path.join(self.dir, "secrets.json")
@@ -290,13 +293,13 @@ clouds:
 """, 0o600)
 
     # ---- initialisation ------------------------------------------------------
-    def manage(self, label, argv):
+    def manage(self, label, argv, env=None):
         log = os.path.join(self.logs, "init.log")
         with open(log, "a", encoding="utf-8") as out:
             out.write(f"\n$ {' '.join(argv)}\n")
             out.flush()
             proc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, check=False,
-                                  cwd=self.dir)
+                                  cwd=self.dir, env=env)
         if proc.returncode:
             raise CloudError(f"{label}: `{' '.join(argv)}` exited {proc.returncode}; see {log}\n{tail(log)}")
 
@@ -321,10 +324,11 @@ clouds:
     def bootstrap_keystone(self):
         conf = ["--config-file", os.path.join(self.etc, "keystone", "keystone.conf")]
         url = self.url("keystone")
+        # The password goes through the environment: not in init.log, and safe when it starts with '-'.
         self.manage("keystone", [venv_bin("keystone-manage"), *conf, "bootstrap",
-                                 "--bootstrap-password", self.secrets()["admin"],
                                  "--bootstrap-admin-url", url, "--bootstrap-internal-url", url,
-                                 "--bootstrap-public-url", url, "--bootstrap-region-id", REGION])
+                                 "--bootstrap-public-url", url, "--bootstrap-region-id", REGION],
+                    env=dict(os.environ, OS_BOOTSTRAP_PASSWORD=self.secrets()["admin"]))
 
     def init_nova(self):
         conf = ["--config-file", os.path.join(self.etc, "nova", "nova.conf")]
@@ -362,7 +366,18 @@ clouds:
             raise CloudError("initialising the databases failed:\n" + "\n".join(errors))
         self.state["initialised"] = True
         self.state["keystone_url"] = self.url("keystone")
+        # Keep the freshly initialised databases and keys: `start` after `wipe` restores them instead of
+        # running the schema migrations again (they take most of the start-up time).
+        shutil.rmtree(self.pristine, ignore_errors=True)
+        shutil.copytree(self.data, self.pristine)
+        self.state["pristine_keystone_url"] = self.url("keystone")
         self.save_state()
+
+    def restore_pristine(self):
+        shutil.rmtree(self.data, ignore_errors=True)
+        shutil.copytree(self.pristine, self.data)
+        self.state["initialised"] = True
+        self.state["keystone_url"] = self.state["pristine_keystone_url"]
 
     # ---- servers -------------------------------------------------------------
     def spawn(self, svc):
@@ -455,10 +470,14 @@ clouds:
         self.choose_ports()
         self.write_configs()
         self.save_state()
+        if not self.state.get("initialised") and os.path.isdir(self.pristine) and \
+                self.state.get("pristine_keystone_url"):
+            print(f"testcloud: restoring the freshly initialised databases from {self.pristine}", flush=True)
+            self.restore_pristine()
         if not self.state.get("initialised"):
             print(f"testcloud: initialising databases in {self.data}", flush=True)
             self.initialise()
-        elif self.state.get("keystone_url") != self.url("keystone"):
+        if self.state.get("keystone_url") != self.url("keystone"):
             self.bootstrap_keystone()  # updates the identity endpoint to the new port
             self.state["keystone_url"] = self.url("keystone")
         t1 = time.time()
@@ -534,15 +553,24 @@ clouds:
               f"export OS_CLIENT_CONFIG_FILE={self.clouds_yaml} OS_CLOUD={CLOUD_NAME}")
         return 0 if len(up) == len(SERVICES) else 3
 
-    def wipe(self):
+    def wipe(self, everything=False):
         self.stop(quiet=True)
-        for path in (self.data, os.path.join(self.dir, "wsgi"), self.etc):
+        paths = [self.data, os.path.join(self.dir, "wsgi"), self.etc]
+        keys = ["initialised", "keystone_url", "pids", "started_at"]
+        if everything:
+            paths.append(self.pristine)
+            keys.append("pristine_keystone_url")
+        for path in paths:
             shutil.rmtree(path, ignore_errors=True)
-        for key in ("initialised", "keystone_url", "pids", "started_at"):
+        for key in keys:
             self.state.pop(key, None)
         if os.path.isdir(self.dir):
             self.save_state()
-        print(f"testcloud: wiped databases, keys and images in {self.dir} (passwords and logs kept)")
+        if everything:
+            print(f"testcloud: wiped databases, keys, images and the pristine copy in {self.dir}")
+        else:
+            print(f"testcloud: wiped databases, keys and images in {self.dir}; the next start restores the freshly "
+                  f"initialised databases (wipe --all forgets them too)")
         return 0
 
 
@@ -551,6 +579,8 @@ def main(argv=None):
     parser.add_argument("command", choices=("start", "stop", "status", "wipe"))
     parser.add_argument("--dir", default=os.environ.get("OGC_TESTCLOUD_DIR", ".demo/cloud"),
                         help="state directory (default .demo/cloud, env OGC_TESTCLOUD_DIR)")
+    parser.add_argument("--all", action="store_true",
+                        help="wipe: also forget the freshly initialised databases (the next start migrates again)")
     parser.add_argument("--lifetime", type=int,
                         default=int(os.environ.get("OGC_TESTCLOUD_LIFETIME", DEFAULT_LIFETIME)),
                         help="seconds after which every server stops by itself (default 7200)")
@@ -559,6 +589,8 @@ def main(argv=None):
         parser.error("--lifetime must be a positive number of seconds")
     cloud = TestCloud(args.dir, args.lifetime)
     try:
+        if args.command == "wipe":
+            return cloud.wipe(everything=args.all)
         return getattr(cloud, args.command)()
     except CloudError as exc:
         print(f"testcloud: {args.command} failed: {exc}", file=sys.stderr)

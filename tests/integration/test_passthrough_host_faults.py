@@ -49,6 +49,9 @@ def cases():
     inactive = copy.deepcopy(intel)
     inactive["cmdline"] += " intel_iommu=on"
     out["iommu-inactive"] = (inactive, {})
+    amd_off = copy.deepcopy(seed)
+    amd_off["iommu"] = False
+    out["amd-iommu-off"] = (amd_off, {})
     no_grub = copy.deepcopy(seed)
     no_grub["files"] = {}
     out["no-grub"] = (no_grub, {})
@@ -104,14 +107,14 @@ def run(tmp_path_factory, bmc):
         fixture_path = base / (name + ".yml")
         fixture_path.write_text(yaml.safe_dump(fix))
         subprocess.run([PY, str(REPO / "scripts" / "mock_sysfs.py"), "build", str(fixture_path), str(root)], check=True)
-        record = [PY, str(HELPERS / "record_command.py"), str(state / "calls.jsonl")]
+        record = [PY, str(REPO / "scripts" / "record_command.py"), str(state / "calls.jsonl")]
         hostvars = {
             "passthrough_host_root": str(root),
             "passthrough_host_os_family": "Debian",
             "passthrough_host_allow_reboot": True,
             "passthrough_host_boot_config_command": record + ["update-grub"],
             "passthrough_host_initramfs_command": record + ["update-initramfs", "-u", "-k", "all"],
-            "passthrough_host_reboot_command": [PY, str(HELPERS / "simulate_reboot.py"), str(fixture_path), str(root)],
+            "passthrough_host_reboot_command": [PY, str(REPO / "scripts" / "simulate_reboot.py"), str(fixture_path), str(root)],
         }
         if name.startswith("bmc-"):
             hostvars.update(passthrough_host_bmc_address=bmc, passthrough_host_bmc_username="ogc-admin",
@@ -177,8 +180,16 @@ def test_iommu_still_off_after_the_reboot_blames_the_firmware(run):
 
 def test_iommu_off_although_the_running_cmdline_asks_for_it(run):
     msg = failure(run, "iommu-inactive")
-    assert "already asks for it" in msg and "enable AMD-Vi/IOMMU or VT-d in the firmware setup" in msg
+    assert msg.startswith("iommu-inactive: the IOMMU is inactive") and "already asks for it" in msg
+    assert "Enable AMD-Vi/IOMMU or VT-d in the firmware setup" in msg
     nothing_written(run, "iommu-inactive")
+
+
+def test_amd_iommu_off_in_the_firmware_is_refused_before_any_reboot(run):
+    msg = failure(run, "amd-iommu-off")
+    assert "on AMD the firmware switches it on and nothing on the running command line turns it off" in msg
+    assert "Enable AMD-Vi/IOMMU or VT-d in the firmware setup" in msg
+    nothing_written(run, "amd-iommu-off")
 
 
 def test_missing_grub_file(run):

@@ -259,6 +259,16 @@ def run_module(args, check_mode=False, diff=False):
     return result
 
 
+@pytest.fixture(autouse=True)
+def not_the_controller(monkeypatch):
+    """A module runs in its own process, never as the controller. Other test files import controller
+    code (plugins), which flips this process-wide flag and would send module warnings to the
+    controller's display instead of the module's result."""
+    from ansible.module_utils import _internal
+
+    monkeypatch.setattr(_internal, "is_controller", False)
+
+
 @pytest.fixture
 def root(tmp_path):
     (tmp_path / "etc" / "default").mkdir(parents=True)

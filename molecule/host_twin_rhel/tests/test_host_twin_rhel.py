@@ -81,7 +81,8 @@ def test_distribution_tools(host):
     if twin(host):
         assert sandbox.calls(host) == [["update-grub"], ["update-initramfs", "-u", "-k", "all"]]
     else:
-        assert sandbox.calls(host) == [["grub2-mkconfig", "-o", "/boot/grub2/grub.cfg"], ["dracut", "-f", "--regenerate-all"]]
+        assert sandbox.calls(host) == [
+            ["grub2-mkconfig", "-o", "/boot/grub2/grub.cfg", "--update-bls-cmdline"], ["dracut", "-f", "--regenerate-all"]]
         dracut = sandbox.read(host, "etc/dracut.conf.d/vfio.conf")
         assert 'force_drivers+=" vfio vfio_iommu_type1 vfio_pci "' in dracut
         assert 'install_items+=" /etc/modprobe.d/vfio.conf "' in dracut

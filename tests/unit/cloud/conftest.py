@@ -39,6 +39,16 @@ def os_quotas():
 
 
 @pytest.fixture(scope="session")
+def os_access():
+    return load_module("os_access")
+
+
+@pytest.fixture(scope="session")
+def os_images():
+    return load_module("os_images")
+
+
+@pytest.fixture(scope="session")
 def cloud_utils():
     import ansible.module_utils.openstack_cloud as utils  # pylint: disable=import-outside-toplevel
 

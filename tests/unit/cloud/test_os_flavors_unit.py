@@ -252,7 +252,7 @@ def test_server_error_halfway_names_the_flavor_and_what_was_done(os_flavors, con
 
 
 def test_missing_project_for_private_flavor(os_flavors, conn, run_module):
-    conn.identity.find_project.return_value = None
+    conn.identity.projects.return_value = [SimpleNamespace(id="other-id", name="other")]
     args = dict(cloud="ogc-test", flavors=[dict(name="t", vcpus=1, ram=512, is_public=False, projects=["nope"])])
     result = run_module(os_flavors, args)
     assert result["msg"] == "flavor t: project 'nope' does not exist (declare it first, e.g. with os_access)"
@@ -260,7 +260,7 @@ def test_missing_project_for_private_flavor(os_flavors, conn, run_module):
 
 
 def test_private_flavor_access_calls(os_flavors, conn, run_module):
-    conn.identity.find_project.return_value = SimpleNamespace(id="research-id")
+    conn.identity.projects.return_value = [SimpleNamespace(id="research-id", name="research")]
     conn.compute.flavors.return_value = [flavor("team", is_public=False)]
     conn.compute.get_flavor_access.return_value = [{"flavor_id": "team-id", "tenant_id": "gone-id"}]
     args = dict(cloud="ogc-test", flavors=[dict(name="team", vcpus=4, ram=2048, disk=20, is_public=False,

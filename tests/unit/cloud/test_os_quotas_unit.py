@@ -25,7 +25,8 @@ def quota_writes(conn):
 def cloud(conn):
     conn.compute.get_quota_class_set.return_value = quota()
     conn.compute.get_quota_set.return_value = quota(instances=15)
-    conn.identity.find_project.side_effect = lambda name: SimpleNamespace(id=name + "-id", name=name)
+    conn.identity.projects.return_value = [SimpleNamespace(id="research-id", name="research"),
+                                           SimpleNamespace(id="admin-id", name="admin")]
     return conn
 
 
@@ -86,11 +87,33 @@ def test_negative_quota_fails_before_connecting(os_quotas, conn, run_module):
 
 
 def test_missing_project_fails_before_any_write(os_quotas, cloud, run_module):
-    cloud.identity.find_project.side_effect = lambda name: None
+    cloud.identity.projects.return_value = []
     result = run_module(os_quotas, ARGS)
     assert result["msg"] == ("project 'research' does not exist (declare it first, e.g. with os_access); nothing "
                              "was written")
     assert quota_writes(cloud) == []
+
+
+def test_project_name_in_two_domains_needs_an_id(os_quotas, cloud, run_module):
+    cloud.identity.projects.return_value = [SimpleNamespace(id="a", name="research"),
+                                            SimpleNamespace(id="b", name="research")]
+    result = run_module(os_quotas, ARGS)
+    assert result["msg"] == "project name 'research' exists in several domains: give its ID"
+    assert quota_writes(cloud) == []
+    result = run_module(os_quotas, dict(ARGS, projects=[dict(project="b", instances=30)]))
+    cloud.compute.update_quota_set.assert_called_once_with("b", instances=30)
+
+
+def test_several_projects_are_read_concurrently_and_written_in_order(os_quotas, cloud, run_module):
+    cloud.identity.projects.return_value = [SimpleNamespace(id="p%d-id" % i, name="p%d" % i) for i in range(5)]
+    cloud.compute.get_quota_set.side_effect = lambda pid: quota(instances=int(pid[1]))
+    projects = [dict(project="p%d" % i, instances=3) for i in range(5)]
+    result = run_module(os_quotas, dict(cloud="ogc-test", projects=projects))
+    assert result["unchanged"] == ["project p3"]
+    assert result["updated"] == ["project p0", "project p1", "project p2", "project p4"]
+    assert [c.args for c in cloud.compute.update_quota_set.call_args_list] == [("p0-id",), ("p1-id",), ("p2-id",),
+                                                                              ("p4-id",)]
+    assert cloud.identity.projects.call_count == 1 and cloud.compute.get_quota_set.call_count == 5
 
 
 def test_server_error_names_the_target_and_what_was_done(os_quotas, cloud, run_module):
@@ -143,3 +166,18 @@ def test_unreachable_endpoint_message(os_quotas, conn, run_module):
     assert result["msg"] == ("cannot reach the identity endpoint of auth_url http://127.0.0.1:9/v3: Unable to "
                              "establish connection to http://127.0.0.1:9/v3 (is Keystone running and the auth_url "
                              "right?)")
+
+
+def test_project_value_equal_to_a_changing_class_default_is_pinned(os_quotas, cloud, run_module):
+    # research inherits instances=10 from the class; the run raises the class to 15 but declares 10 for it.
+    cloud.compute.get_quota_set.return_value = quota(instances=10)
+    result = run_module(os_quotas, dict(ARGS, projects=[dict(project="research", instances=10, cores=20)]))
+    cloud.compute.update_quota_class_set.assert_called_once_with("default", instances=15)
+    cloud.compute.update_quota_set.assert_called_once_with("research-id", instances=10)
+    assert result["changes"]["project research"] == ["instances: 10 -> 10 (pinned: the class default changes to 15)"]
+    # Same declaration once converged (class already 15, project pinned at 10): nothing written.
+    cloud.compute.update_quota_class_set.reset_mock()
+    cloud.compute.update_quota_set.reset_mock()
+    cloud.compute.get_quota_class_set.return_value = quota(instances=15)
+    result = run_module(os_quotas, dict(ARGS, projects=[dict(project="research", instances=10, cores=20)]))
+    assert result["changed"] is False and quota_writes(cloud) == []

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Stand-in for a host command (update-grub, dracut, ...) in tests: record the call, optionally fail.
+"""Stand-in for a host command (update-grub, dracut, ...) on sandbox hosts (tests, demo): record the call,
+optionally fail.
 
 Usage: record_command.py LOG NAME [ARGS...]
 

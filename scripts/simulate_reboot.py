@@ -4,7 +4,8 @@ after booting with the configuration the role wrote under ROOT.
 
 Usage: simulate_reboot.py FIXTURE ROOT
 
-Test-only (the passthrough_host role's passthrough_host_reboot_command in molecule scenarios). What it
+For sandbox hosts only (the passthrough_host role's passthrough_host_reboot_command in the molecule
+scenarios, the fault tests and the demo inventory); never on a real host. What it
 models, from the files under ROOT and the fixture (fixtures/hosts/*.yml format, scripts/mock_sysfs.py):
 
 - the kernel command line: the fixture's boot image, root= and ro, then GRUB_CMDLINE_LINUX and
@@ -29,7 +30,7 @@ import sys
 
 import yaml
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _spec = importlib.util.spec_from_file_location("mock_sysfs", os.path.join(REPO, "scripts", "mock_sysfs.py"))
 mock_sysfs = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(mock_sysfs)

@@ -1,0 +1,134 @@
+# -*- coding: utf-8 -*-
+# Copyright: open-gpu-cloud contributors
+# Apache License 2.0 (see pyproject.toml)
+"""GPU health of a host: its PCI devices now (pci_passthrough facts) against its passthrough plan.
+
+``facts | gpu_health(plan, expected=None, host=None, reference='plan file')`` -> report::
+
+    host: seed-v100
+    reference: plan file            # where the plan came from (the plan file, or the current tree)
+    expected: 4                     # GPUs Nova should have (health_expected_gpus, default len(plan.selected))
+    found: 3                        # of the plan's selected GPUs, how many are on the bus now
+    gpus: [{address, model, driver, present, for_nova}]   # every selected / vfio-bound device of the plan
+    missing: ["0000:c3:00.0"]       # in the plan, gone from the bus ("fallen off the bus")
+    not_vfio: [{address, driver}]   # in plan.vfio_devices, present, but not bound to vfio-pci
+    alerts: ["seed-v100: GPU 0000:c3:00.0 (Tesla V100 PCIe 16GB) is gone from the PCI bus ..."]
+    notes: [...]
+    ok: false
+
+``reports | gpu_health_nova(nova, hosts_map)`` adds Nova's view (placement inventories of the PCI
+resource classes, from os_pci_inventory) to the per-host reports and returns the summary lines.
+Pure functions; every error names the host and what to fix.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+try:
+    from ansible.errors import AnsibleFilterError
+except ImportError:  # pragma: no cover
+    class AnsibleFilterError(Exception):
+        """Stand-in when ansible is not importable."""
+
+
+def _fail(host, message):
+    raise AnsibleFilterError("gpu_health (%s): %s" % (host or "?", message))
+
+
+def gpu_health(facts, plan, expected=None, host=None, reference="plan file"):
+    """Compare the devices on the bus now with the plan; see the module docstring for the result."""
+    if not isinstance(facts, dict) or not isinstance(facts.get("devices"), list):
+        _fail(host, "facts must be the pci_passthrough facts (a dict with 'devices'); run pci_passthrough_facts on "
+                    "the host first")
+    if not isinstance(plan, dict) or not isinstance(plan.get("selected"), list):
+        _fail(host, "plan must be a passthrough plan (a dict with 'selected'); run the plan phase (playbooks/plan.yml) "
+                    "while the host is healthy, or let the health play plan from the current tree")
+    host = host or plan.get("host") or "?"
+    if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int) or expected < 0):
+        _fail(host, "health_expected_gpus must be a whole number >= 0, got %r" % (expected,))
+    now = dict((d.get("address"), d) for d in facts["devices"])
+    selected = [s["address"] for s in plan["selected"]]
+    models = dict((s["address"], s.get("model") or "%s:%s" % (s.get("vendor_id"), s.get("product_id")))
+                  for s in plan["selected"])
+    vfio = list(plan.get("vfio_devices") or [])
+    report = dict(host=host, reference=reference, expected=len(selected) if expected is None else expected,
+                  gpus=[], missing=[], not_vfio=[], alerts=[], notes=[])
+    for address in selected + [a for a in vfio if a not in selected]:
+        dev = now.get(address)
+        entry = dict(address=address, model=models.get(address), present=dev is not None,
+                     driver=dev.get("driver") if dev else None, for_nova=address in selected)
+        report["gpus"].append(entry)
+        what = "GPU %s (%s)" % (address, models[address]) if address in models else "device %s" % address
+        if dev is None:
+            report["missing"].append(address)
+            report["alerts"].append(
+                "%s: %s is gone from the PCI bus (fallen off the bus?); it is in the passthrough plan%s. Check "
+                "the kernel log (Xid/AER errors), then reseat the card or power-cycle the host"
+                % (host, what, " and Nova counts on it" if address in selected else ""))
+        elif address in vfio and dev.get("driver") != "vfio-pci":
+            report["not_vfio"].append(dict(address=address, driver=dev.get("driver")))
+            report["alerts"].append(
+                "%s: %s is bound to %s, not vfio-pci: a VM cannot use it%s; run the host phase again (vfio binding) "
+                "and reboot if it asks" % (host, what, dev.get("driver") or "no driver",
+                                           "" if address in selected else " nor its IOMMU group"))
+    report["found"] = sum(1 for a in selected if a in now)
+    if report["found"] < report["expected"]:
+        report["alerts"].append("%s: %d of %d expected GPUs for Nova are on the bus%s"
+                                % (host, report["found"], report["expected"],
+                                   " (health_expected_gpus)" if expected is not None else ""))
+    elif expected is not None and len(selected) > expected:
+        report["notes"].append("%s: the plan gives Nova %d GPUs, more than health_expected_gpus=%d"
+                               % (host, len(selected), expected))
+    if reference != "plan file":
+        report["notes"].append("%s: no plan file: compared with a plan of the current tree, which cannot show a GPU "
+                               "that is already gone; write one with playbooks/plan.yml while the host is healthy"
+                               % host)
+    report["ok"] = not report["alerts"]
+    return report
+
+
+def gpu_health_nova(reports, nova, host_map=None):
+    """Add Nova's view to the per-host reports; returns {reports, lines, alerts}.
+
+    nova: the result of os_pci_inventory ({available, hosts: {hypervisor: {resource_class: {total, used}}}, note}).
+    host_map: {inventory host: hypervisor name} (default the same name).
+    """
+    if not isinstance(reports, list):
+        raise AnsibleFilterError("gpu_health_nova: reports must be the list of per-host gpu_health reports")
+    host_map = host_map or {}
+    nova = nova or {}
+    hosts = nova.get("hosts") or {}
+    out, lines, alerts = [], [], []
+    for report in reports:
+        report = dict(report)
+        name = host_map.get(report["host"], report["host"])
+        view = hosts.get(name)
+        line = "%s: %d/%d GPUs for Nova on the bus" % (report["host"], report["found"], report["expected"])
+        if view is not None:
+            total = sum(v.get("total", 0) for v in view.values())
+            used = sum(v.get("used", 0) for v in view.values())
+            report["nova"] = dict(hypervisor=name, total=total, used=used, free=total - used, classes=view)
+            line += "; Nova (placement, %s): %d total, %d used, %d free" % (
+                ", ".join(sorted(view)), total, used, total - used)
+            if total != report["found"]:
+                alerts.append("%s: Nova counts %d passthrough GPUs on %s but %d of the plan's are on the bus; "
+                              "restart nova-compute there after fixing the host so Nova's count is right"
+                              % (report["host"], total, name, report["found"]))
+        elif nova.get("available"):
+            line += "; Nova: no PCI devices reported for hypervisor %s" % name
+        report_alerts = report.get("alerts", [])
+        line += "; %s" % ("OK" if not report_alerts else "%d alert(s)" % len(report_alerts))
+        lines.append(line)
+        alerts.extend(report_alerts)
+        out.append(report)
+    if nova.get("note"):
+        lines.append("Nova: %s" % nova["note"])
+    return dict(reports=out, lines=lines + ["ALERT " + a for a in alerts], alerts=alerts)
+
+
+class FilterModule:
+    """GPU health filters."""
+
+    def filters(self):
+        return {"gpu_health": gpu_health, "gpu_health_nova": gpu_health_nova}

@@ -1,0 +1,341 @@
+"""Filters that turn passthrough plans into Nova's PCI configuration (kolla-ansible overrides).
+
+Every filter is a pure function of its arguments: the role ``nova_pci_config`` reads the plans and
+the operator's override files, these functions decide what to write and what is wrong.
+
+Input contract (docs/design.md section 2): ``plans`` is ``{host: plan}`` where each plan has
+``selected`` (devices Nova gets: ``address``, ``vendor_id``, ``product_id``, ``device_type``,
+``alias``) and ``aliases`` (``name``, ``vendor_id``, ``product_id``, ``device_type``).
+
+Output shapes:
+
+- ``nova_pci_aliases``: ``[{"name", "vendor_id", "product_id", "device_type"}]``, one per model
+  across the inventory, sorted by name: each is written as one ``[pci] alias = <json>`` line.
+- ``nova_pci_device_spec``: ``[{"address", "vendor_id", "product_id"}]`` for one host: each is one
+  ``[pci] device_spec = <json>`` line in ``nova/<host>/nova.conf``.
+- ``nova_pci_enabled_filters``: Nova's default ``enabled_filters`` plus ``PciPassthroughFilter``.
+- ``nova_pci_override_check``: conflicts between the operator's own override files and ours.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ansible.errors import AnsibleFilterError
+
+# Nova 2026.1 (nova 33.x) default of [filter_scheduler] enabled_filters, read from
+# nova.conf.scheduler.filter_scheduler_opts; tests/unit/test_nova_pci.py compares it with Nova's
+# own value whenever the OpenStack venv is available.
+NOVA_DEFAULT_ENABLED_FILTERS = (
+    "ComputeFilter",
+    "ComputeCapabilitiesFilter",
+    "ImagePropertiesFilter",
+    "ServerGroupAntiAffinityFilter",
+    "ServerGroupAffinityFilter",
+)
+NOVA_AVAILABLE_FILTERS = ("nova.scheduler.filters.all_filters",)
+PCI_FILTER = "PciPassthroughFilter"
+
+# Device types an alias may ask for (nova.pci.request._ALIAS_SCHEMA).
+DEVICE_TYPES = ("type-PCI", "type-PF", "type-VF")
+
+_HEX4 = re.compile(r"^[0-9a-f]{4}$")
+_ADDRESS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+_ALIAS_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,255}$")
+
+# Files under node_custom_config that kolla-ansible merges into each Nova service's nova.conf,
+# in kolla's order (roles/nova/tasks/config.yml, roles/nova-cell/tasks/config.yml). {host} is
+# the kolla inventory host, {service} the container (nova-api, nova-scheduler, nova-compute).
+_CHAIN = ("global.conf", "nova.conf", "nova/{service}.conf", "nova/{host}/nova.conf",
+          "nova/{host}/{service}.conf")
+
+GLOBAL_FILE = "nova.conf"
+HOST_FILE = "nova/{host}/nova.conf"
+
+
+def _fail(msg):
+    raise AnsibleFilterError(msg)
+
+
+def _check_plans(plans):
+    if not isinstance(plans, dict):
+        _fail("nova_pci: plans must be a mapping {host: plan}, got %s: %r"
+              % (type(plans).__name__, plans))
+    for host, plan in plans.items():
+        if not isinstance(plan, dict):
+            _fail("nova_pci: the plan of host %s must be a mapping, got %s: %r"
+                  % (host, type(plan).__name__, plan))
+        if plan.get("host", host) != host:
+            _fail("nova_pci: the plan given for host %s says it belongs to host %s: "
+                  "re-run playbooks/plan.yml for %s" % (host, plan["host"], host))
+
+
+def _check_ids(host, what, item):
+    for key in ("vendor_id", "product_id"):
+        value = item.get(key)
+        if not isinstance(value, str) or not _HEX4.match(value):
+            _fail("nova_pci: host %s: %s has %s %r, expected 4 lowercase hex digits such as "
+                  "'10de'" % (host, what, key, value))
+
+
+def _check_alias(host, alias):
+    if not isinstance(alias, dict):
+        _fail("nova_pci: host %s: an alias must be a mapping, got %r" % (host, alias))
+    name = alias.get("name")
+    if not isinstance(name, str) or not _ALIAS_NAME.match(name):
+        _fail("nova_pci: host %s: alias name %r is not usable in a flavor extra spec "
+              "(letters, digits, '.', '_', '-'; set it with the policy's alias_names)"
+              % (host, name))
+    _check_ids(host, "alias %s" % name, alias)
+    if alias.get("device_type") not in DEVICE_TYPES:
+        _fail("nova_pci: host %s: alias %s has device_type %r, expected one of %s"
+              % (host, name, alias.get("device_type"), ", ".join(DEVICE_TYPES)))
+
+
+def nova_pci_aliases(plans):
+    """Return the inventory-wide ``[pci] alias`` list: one alias per GPU model.
+
+    ``plans`` is ``{host: plan}``. Aliases come from each plan's ``aliases``. Hosts are visited in
+    sorted order so the result and the error messages do not depend on dict order.
+
+    Raises AnsibleFilterError when two hosts give one alias name to different models, when two
+    hosts plan one model with different device types, or when two hosts give one model different
+    alias names (Nova would then offer the same GPU under two names): each message names both
+    hosts, the values and the fix.
+    """
+    _check_plans(plans)
+    by_name = {}   # name -> (host, alias)
+    by_model = {}  # (vendor, product) -> (host, alias)
+    for host in sorted(plans):
+        aliases = plans[host].get("aliases") or []
+        if not isinstance(aliases, list):
+            _fail("nova_pci: host %s: plan.aliases must be a list, got %r" % (host, aliases))
+        for alias in aliases:
+            _check_alias(host, alias)
+            name = alias["name"]
+            model = (alias["vendor_id"], alias["product_id"])
+            if name in by_name:
+                other_host, other = by_name[name]
+                if (other["vendor_id"], other["product_id"]) != model:
+                    _fail("nova_pci: alias name %s means %s:%s on host %s but %s:%s on host %s: "
+                          "one alias must name one GPU model; give one of them another name in "
+                          "the passthrough policy's alias_names"
+                          % (name, other["vendor_id"], other["product_id"], other_host,
+                             model[0], model[1], host))
+            if model in by_model:
+                other_host, other = by_model[model]
+                if other["device_type"] != alias["device_type"]:
+                    _fail("nova_pci: model %s:%s is %s on host %s but %s on host %s: Nova's alias "
+                          "%s can ask for one device type only; make the hosts agree (SR-IOV on "
+                          "or off for this model everywhere, then re-run playbooks/plan.yml), or "
+                          "leave one of them out of the GPU hosts group"
+                          % (model[0], model[1], other["device_type"], other_host,
+                             alias["device_type"], host, name))
+                if other["name"] != name:
+                    _fail("nova_pci: model %s:%s is called %s on host %s but %s on host %s: one "
+                          "model gets one alias across the cloud; set the same name for %s:%s in "
+                          "the passthrough policy's alias_names for every host"
+                          % (model[0], model[1], other["name"], other_host, name, host,
+                             model[0], model[1]))
+                continue
+            by_name[name] = (host, alias)
+            by_model[model] = (host, alias)
+    return [
+        {"name": a["name"], "vendor_id": a["vendor_id"], "product_id": a["product_id"],
+         "device_type": a["device_type"]}
+        for _, (_, a) in sorted(by_name.items())
+    ]
+
+
+def nova_pci_device_spec(plan, host):
+    """Return ``[pci] device_spec`` entries for exactly the devices the plan of ``host`` selected.
+
+    One entry per selected device, matched by its full PCI address and its vendor/product ids:
+    ``{"address": "0000:27:00.0", "vendor_id": "10de", "product_id": "1db4"}``, sorted by address.
+    A plan that selected nothing gives ``[]``.
+    """
+    _check_plans({host: plan})
+    selected = plan.get("selected") or []
+    if not isinstance(selected, list):
+        _fail("nova_pci: host %s: plan.selected must be a list, got %r" % (host, selected))
+    specs = []
+    seen = set()
+    for dev in selected:
+        if not isinstance(dev, dict):
+            _fail("nova_pci: host %s: a selected device must be a mapping, got %r" % (host, dev))
+        address = dev.get("address")
+        if not isinstance(address, str) or not _ADDRESS.match(address):
+            _fail("nova_pci: host %s: selected device address %r is not a full PCI address "
+                  "such as '0000:27:00.0' (domain:bus:slot.function, lowercase hex)"
+                  % (host, address))
+        if address in seen:
+            _fail("nova_pci: host %s: device %s is selected twice in the plan" % (host, address))
+        seen.add(address)
+        _check_ids(host, "device %s" % address, dev)
+        specs.append({"address": address, "vendor_id": dev["vendor_id"],
+                      "product_id": dev["product_id"]})
+    return sorted(specs, key=lambda s: s["address"])
+
+
+def nova_pci_enabled_filters(extra=None):
+    """Return Nova 2026.1's default ``enabled_filters`` plus ``PciPassthroughFilter``.
+
+    ``extra`` is an optional list of further filter class names appended in order (duplicates
+    dropped), e.g. ``["NUMATopologyFilter"]``.
+    """
+    if extra is None:
+        extra = []
+    if not isinstance(extra, list) or not all(isinstance(f, str) and f for f in extra):
+        _fail("nova_pci: extra scheduler filters must be a list of filter class names, got %r"
+              % (extra,))
+    result = []
+    for name in NOVA_DEFAULT_ENABLED_FILTERS + (PCI_FILTER,) + tuple(extra):
+        if name not in result:
+            result.append(name)
+    return result
+
+
+def nova_pci_available_filters(_unused=None):
+    """Return the ``[filter_scheduler] available_filters`` value: all of Nova's filters."""
+    return list(NOVA_AVAILABLE_FILTERS)
+
+
+def _parse_ini(text, begin, end):
+    """Split an override file into (operator settings, our block's settings).
+
+    Each is a list of ``(section, key, value, line_number)``. Comment lines, Jinja statement lines
+    and continuation lines are skipped. The lines between ``begin`` and ``end`` markers (ours) go
+    to the second list.
+    """
+    operator, ours = [], []
+    section = "DEFAULT"
+    inside = False
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if line == begin:
+            inside = True
+            continue
+        if line == end:
+            inside = False
+            continue
+        if not line or line[0] in "#;" or line.startswith("{%") or line.startswith("{#"):
+            continue
+        if raw[:1] in (" ", "\t"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1].strip()
+            continue
+        if "=" not in line:
+            continue
+        key, value = line.split("=", 1)
+        item = (section, key.strip().lower(), value.strip(), number)
+        (ours if inside else operator).append(item)
+    return operator, ours
+
+
+def _files_for(host, service):
+    return [f.format(host=host, service=service) for f in _CHAIN]
+
+
+def nova_pci_override_check(files, hosts, aliases, begin, end, controllers=None):
+    """Find conflicts between the operator's override files and the settings we manage.
+
+    ``files`` is ``{relative path under node_custom_config: text}`` for the Nova files that exist
+    (``global.conf``, ``nova.conf``, ``nova/*.conf``, ``nova/*/*.conf``); ``hosts`` the GPU hosts
+    whose ``device_spec`` we manage; ``aliases`` the alias list we write; ``begin``/``end`` the
+    marker lines around our block (everything outside them is the operator's); ``controllers``
+    the hosts running nova-api/nova-scheduler (their host files count for the scheduler).
+
+    Returns ``{"conflicts": [messages], "operator_filters": {path: [filters]},
+    "report_in_placement": bool}``: ``operator_filters`` lists operator-set ``enabled_filters``
+    that already contain PciPassthroughFilter (we then leave ``enabled_filters`` to them);
+    ``report_in_placement`` is what our block in the global ``nova.conf`` currently says.
+    Each conflict names the file, the key and the fix.
+    """
+    if not isinstance(files, dict):
+        _fail("nova_pci: files must be a mapping {path: text}, got %r" % (files,))
+    if not isinstance(hosts, list):
+        _fail("nova_pci: hosts must be a list of host names, got %r" % (hosts,))
+    controllers = controllers or []
+    our_names = {a["name"] for a in aliases}
+    parsed = {}
+    for path, text in files.items():
+        if not isinstance(text, str):
+            _fail("nova_pci: content of %s must be text, got %r" % (path, text))
+        parsed[path] = _parse_ini(text, begin, end)
+
+    conflicts = []
+    operator_filters = {}
+
+    def settings(path, section, key):
+        return [s for s in parsed.get(path, ([], []))[0] if s[0] == section and s[1] == key]
+
+    # 1. device_spec (or its deprecated name) in any file nova-compute of a managed host reads.
+    for host in sorted(hosts):
+        for path in _files_for(host, "nova-compute"):
+            for key in ("device_spec", "passthrough_whitelist"):
+                for _, _, _, line in settings(path, "pci", key):
+                    conflicts.append(
+                        "%s line %d sets [pci] %s, which nova-compute on %s reads: open-gpu-cloud "
+                        "manages that host's device_spec from its passthrough plan. Remove the key "
+                        "and steer devices with the passthrough policy (exclude / keep_on_host), "
+                        "or take %s out of the GPU hosts group." % (path, line, key, host, host))
+
+    # 2. enabled_filters anywhere the scheduler reads it: it must keep PciPassthroughFilter.
+    scheduler_files = ["global.conf", "nova.conf", "nova/nova-scheduler.conf"]
+    for host in sorted(controllers):
+        scheduler_files += ["nova/%s/nova.conf" % host, "nova/%s/nova-scheduler.conf" % host]
+    for path in scheduler_files:
+        for _, _, value, line in settings(path, "filter_scheduler", "enabled_filters"):
+            names = [v.strip() for v in value.split(",") if v.strip()]
+            if PCI_FILTER in names:
+                operator_filters[path] = names
+            else:
+                conflicts.append(
+                    "%s line %d sets [filter_scheduler] enabled_filters = %s without %s: Nova "
+                    "would never place GPU flavors. Add %s to that list, or remove the key so "
+                    "open-gpu-cloud writes Nova's defaults plus %s."
+                    % (path, line, value, PCI_FILTER, PCI_FILTER, PCI_FILTER))
+
+    # 3. alias: operator aliases add to ours only inside the same file (nova.conf); anywhere else
+    #    a later file would replace ours (or ours theirs).
+    for path in sorted(parsed):
+        for _, _, value, line in settings(path, "pci", "alias"):
+            if path != GLOBAL_FILE:
+                conflicts.append(
+                    "%s line %d sets [pci] alias: kolla-ansible lets a later override file replace "
+                    "the whole alias list, so this one and the GPU aliases open-gpu-cloud writes "
+                    "into %s would hide each other. Move it into %s, outside the managed block."
+                    % (path, line, GLOBAL_FILE, GLOBAL_FILE))
+                continue
+            name = None
+            try:
+                name = json.loads(value).get("name")
+            except (ValueError, AttributeError):
+                name = None
+            if name in our_names:
+                conflicts.append(
+                    "%s line %d defines [pci] alias %s, which open-gpu-cloud also defines from "
+                    "the passthrough plans. Remove your line, or rename the GPU alias with the "
+                    "passthrough policy's alias_names." % (path, line, name))
+
+    report = False
+    for section, key, value, _ in parsed.get(GLOBAL_FILE, ([], []))[1]:
+        if section == "pci" and key == "report_in_placement":
+            report = value.lower() in ("true", "1", "yes", "on")
+    return {"conflicts": conflicts, "operator_filters": operator_filters,
+            "report_in_placement": report}
+
+
+class FilterModule:
+    """Nova PCI configuration filters."""
+
+    def filters(self):
+        return {
+            "nova_pci_aliases": nova_pci_aliases,
+            "nova_pci_device_spec": nova_pci_device_spec,
+            "nova_pci_enabled_filters": nova_pci_enabled_filters,
+            "nova_pci_available_filters": nova_pci_available_filters,
+            "nova_pci_override_check": nova_pci_override_check,
+        }

@@ -1,0 +1,386 @@
+"""os_flavors, os_quotas and playbooks/cloud.yml against the real test cloud (Keystone + Nova API).
+
+One test cloud per session (conftest). The tests run in file order; the last one wipes the databases.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.server
+import os
+import socket
+import threading
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+GPU1 = {"pci_passthrough:alias": "tesla-v100:1"}
+FLAVORS = [
+    {"name": "it_gpu_tiny", "vcpus": 4, "ram": 2048, "disk": 20, "extra_specs": GPU1},
+    {"name": "it_ci_medium", "id": "it_ci_medium", "vcpus": 4, "ram": 8192, "disk": 60},
+    {"name": "it_team", "vcpus": 2, "ram": 4096, "disk": 10, "is_public": False, "projects": ["it-research"]},
+]
+
+
+def flavors_task(name, flavors, check=False, **options):
+    task = {"name": name, "os_flavors": dict(cloud="ogc-test", flavors=flavors, known_aliases=["tesla-v100"],
+                                             **options)}
+    if check:
+        task["check_mode"] = True
+    return task
+
+
+def quotas_task(name, default_class=None, projects=None, check=False, **options):
+    args = dict(cloud="ogc-test", **options)
+    if default_class is not None:
+        args["default_class"] = default_class
+    if projects is not None:
+        args["projects"] = projects
+    task = {"name": name, "os_quotas": args}
+    if check:
+        task["check_mode"] = True
+    return task
+
+
+def failing(task):
+    task["ignore_errors"] = True
+    return task
+
+
+def server_flavors(conn, prefix="it_"):
+    return {f.name: f for f in conn.compute.flavors(details=True, is_public=None) if f.name.startswith(prefix)}
+
+
+@pytest.fixture(scope="module")
+def conn(testcloud):
+    connection = testcloud.connect()
+    if connection.identity.find_project("it-research") is None:
+        connection.identity.create_project(name="it-research", domain_id="default")
+    yield connection
+    connection.close()
+
+
+def test_create_again_check_mode(testcloud, conn, tmp_path):
+    changed_spec = [dict(FLAVORS[0], extra_specs={"pci_passthrough:alias": "tesla-v100:2"})] + FLAVORS[1:] + [
+        {"name": "it_ci_large", "vcpus": 4, "ram": 12288, "disk": 60}]
+    rc, res, out = testcloud.tasks(tmp_path, [
+        flavors_task("create", FLAVORS),
+        flavors_task("again", FLAVORS),
+        flavors_task("check", changed_spec, check=True),
+        quotas_task("quotas", {"instances": 15}, [{"project": "it-research", "instances": 20, "cores": -1}]),
+        quotas_task("quotas again", {"instances": 15}, [{"project": "it-research", "instances": 20, "cores": -1}]),
+        quotas_task("quotas check", {"instances": 16}, [{"project": "it-research", "instances": 21}], check=True),
+    ], "--diff")
+    assert rc == 0, out
+    assert res["create"]["changed"] is True
+    assert res["create"]["created"] == ["it_gpu_tiny", "it_ci_medium", "it_team"]
+    assert res["again"]["changed"] is False
+    assert res["again"]["unchanged"] == ["it_gpu_tiny", "it_ci_medium", "it_team"]
+    assert res["check"]["changed"] is True
+    assert res["check"]["updated"] == ["it_gpu_tiny"] and res["check"]["created"] == ["it_ci_large"]
+    assert res["check"]["diff"]["after"]["it_gpu_tiny"]["extra_specs"] == {"pci_passthrough:alias": "tesla-v100:2"}
+    assert res["quotas"]["changed"] is True
+    assert res["quotas again"]["changed"] is False
+    assert res["quotas check"]["changed"] is True
+    assert res["quotas check"]["changes"] == {"class default": ["instances: 15 -> 16"],
+                                              "project it-research": ["instances: 20 -> 21"]}
+
+    # What the server holds: the first declaration; check mode wrote nothing.
+    found = server_flavors(conn)
+    assert sorted(found) == ["it_ci_medium", "it_gpu_tiny", "it_team"]
+    assert found["it_gpu_tiny"].extra_specs == GPU1
+    assert found["it_ci_medium"].id == "it_ci_medium"
+    assert found["it_team"].is_public is False
+    research = conn.identity.find_project("it-research")
+    assert [a["tenant_id"] for a in conn.compute.get_flavor_access(found["it_team"])] == [research.id]
+    assert conn.compute.get_quota_class_set("default").instances == 15
+    quota = conn.compute.get_quota_set(research.id)
+    assert (quota.instances, quota.cores) == (20, -1)
+
+
+def test_change_in_place_and_recreate(testcloud, conn, tmp_path):
+    before = server_flavors(conn)
+    changed = [dict(FLAVORS[0], extra_specs={"pci_passthrough:alias": "tesla-v100:2", "hw:hide_hypervisor_id": True}),
+               dict(FLAVORS[1], ram=16384), FLAVORS[2]]
+    rc, res, out = testcloud.tasks(tmp_path, [
+        flavors_task("change", changed, recreate_on_change=True),
+        quotas_task("quotas change", None, [{"project": "it-research", "instances": 25}]),
+    ])
+    assert rc == 0, out
+    assert res["change"]["changed"] is True
+    assert res["change"]["updated"] == ["it_gpu_tiny"] and res["change"]["recreated"] == ["it_ci_medium"]
+    assert res["change"]["changes"]["it_ci_medium"] == ["recreate: ram: 8192 -> 16384"]
+    assert res["quotas change"]["updated"] == ["project it-research"]
+    after = server_flavors(conn)
+    assert after["it_gpu_tiny"].id == before["it_gpu_tiny"].id  # extra specs changed in place
+    assert after["it_gpu_tiny"].extra_specs == {"pci_passthrough:alias": "tesla-v100:2", "hw:hide_hypervisor_id": "true"}
+    assert after["it_ci_medium"].ram == 16384 and after["it_ci_medium"].id == "it_ci_medium"  # declared id kept
+    assert conn.compute.get_quota_set(conn.identity.find_project("it-research").id).instances == 25
+
+
+def closed_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_bad_input_fails_clearly_and_writes_nothing(testcloud, conn, tmp_path):
+    state = {n: (f.id, f.ram, dict(f.extra_specs)) for n, f in server_flavors(conn).items()}
+    wrong_password = {"auth_url": conn.auth["auth_url"], "username": "admin", "password": "not-the-password",
+                      "project_name": "admin", "user_domain_name": "Default", "project_domain_name": "Default"}
+    unreachable = dict(wrong_password, auth_url=f"http://127.0.0.1:{closed_port()}/v3")
+    tiny = FLAVORS[0]
+    rc, res, out = testcloud.tasks(tmp_path, [
+        failing(flavors_task("malformed", [dict(tiny, extra_specs={"pci_passthrough:alias": "tesla-v100:abc"})])),
+        failing(flavors_task("unknown alias", [dict(tiny, extra_specs={"pci_passthrough:alias": "a100:1"})])),
+        failing(flavors_task("immutable", [dict(tiny, vcpus=8, extra_specs={"pci_passthrough:alias": "tesla-v100:2",
+                                                                            "hw:hide_hypervisor_id": True})])),
+        failing(quotas_task("negative", {"instances": -5})),
+        failing({"name": "wrong password", "os_quotas": {"auth": wrong_password, "default_class": {"instances": 3}}}),
+        failing({"name": "unreachable", "os_quotas": {"auth": unreachable, "default_class": {"instances": 3}}}),
+        failing({"name": "unknown cloud", "os_quotas": {"cloud": "nope", "default_class": {"instances": 3}}}),
+    ])
+    assert rc == 0, out  # every failure was ignored, none crashed
+    msgs = {name: r["msg"] for name, r in res.items()}
+    assert all(r.get("failed") for r in res.values()), msgs
+    assert msgs["malformed"].startswith("invalid flavor declaration, nothing was written: flavors[0] (it_gpu_tiny): "
+                                        "extra spec pci_passthrough:alias='tesla-v100:abc' is malformed")
+    assert "asks for PCI alias 'a100', which no GPU host provides (aliases in the passthrough plans: tesla-v100)" \
+        in msgs["unknown alias"]
+    assert msgs["immutable"].startswith("nothing was written: flavor it_gpu_tiny: vcpus: 4 -> 8 cannot change in "
+                                        "place")
+    assert msgs["negative"] == ("invalid quota declaration, nothing was written: default_class: instances=-5 is "
+                                "negative; use -1 for unlimited or a value >= 0")
+    assert msgs["wrong password"].startswith(f"authentication to auth_url {conn.auth['auth_url']} failed (wrong user, "
+                                             "password or project?)")
+    assert "not-the-password" not in out  # the secret is no_log
+    assert msgs["unreachable"].startswith(f"cannot reach the identity endpoint of auth_url {unreachable['auth_url']}")
+    assert msgs["unknown cloud"].startswith("cannot configure the connection to cloud 'nope': Cloud nope was not found")
+    assert "Traceback" not in out
+    assert {n: (f.id, f.ram, dict(f.extra_specs)) for n, f in server_flavors(conn).items()} == state
+    assert conn.compute.get_quota_class_set("default").instances == 15
+
+
+def test_server_error_halfway_then_rerun_finishes(testcloud, conn, tmp_path):
+    # The second flavor asks for an ID another flavor already has: Nova answers 409 halfway through the list.
+    clash = [{"name": "it_half_a", "vcpus": 1, "ram": 512},
+             {"name": "it_half_b", "id": "it_ci_medium", "vcpus": 1, "ram": 512},
+             {"name": "it_half_c", "vcpus": 1, "ram": 512}]
+    fixed = [clash[0], dict(clash[1], id="it_half_b"), clash[2]]
+    rc, res, out = testcloud.tasks(tmp_path, [failing(flavors_task("clash", clash)), flavors_task("fixed", fixed)])
+    assert rc == 0, out
+    failed = res["clash"]
+    assert failed["failed"] is True and failed["changed"] is True
+    assert failed["msg"].startswith("creating flavor it_half_b failed: ")
+    assert "409" in failed["msg"] or "already exists" in failed["msg"]
+    assert failed["msg"].endswith("Already done in this run: created it_half_a; a re-run finishes the job")
+    assert failed["created"] == ["it_half_a"]
+    assert res["fixed"]["created"] == ["it_half_b", "it_half_c"] and res["fixed"]["unchanged"] == ["it_half_a"]
+
+
+def test_prune_removes_only_matching_undeclared(testcloud, conn, tmp_path):
+    rc, res, out = testcloud.tasks(tmp_path, [
+        flavors_task("prune check", [{"name": "it_half_a", "vcpus": 1, "ram": 512}], check=True, prune=True,
+                     prune_patterns=["it_half_*"]),
+        flavors_task("prune", [{"name": "it_half_a", "vcpus": 1, "ram": 512}], prune=True,
+                     prune_patterns=["it_half_*"]),
+    ])
+    assert rc == 0, out
+    assert res["prune check"]["deleted"] == ["it_half_b", "it_half_c"]
+    assert res["prune"]["deleted"] == ["it_half_b", "it_half_c"]
+    left = server_flavors(conn)
+    assert "it_half_a" in left and "it_half_b" not in left and "it_gpu_tiny" in left
+
+
+MARK = "managed by open-gpu-cloud allow-list"
+
+
+def access_task(name, allow_list_file, check=False, **options):
+    task = {"name": name, "os_access": dict(cloud="ogc-test", projects=[{"name": "it-ci", "description": "CI"}],
+                                            allow_list_file=str(allow_list_file), user_projects=["it-ci"],
+                                            **options)}
+    if check:
+        task["check_mode"] = True
+    return task
+
+
+def test_access_allow_list_disables_dropped_users(testcloud, conn, tmp_path):
+    first = tmp_path / "users.json"
+    first.write_text('["it-alice", "it-bob", "it-carol"]')
+    second = tmp_path / "users2.json"
+    second.write_text('["it-alice", "it-carol", "it-dave"]')
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"it-alice": true}')
+    rc, res, out = testcloud.tasks(tmp_path, [
+        access_task("create", first),
+        access_task("again", first),
+        access_task("drop check", second, check=True),
+        access_task("drop", second),
+        failing(access_task("broken", broken)),
+        failing(access_task("bad role", first, user_role="no-such-role")),
+    ], "--diff")
+    assert rc == 0, out
+    assert res["create"]["created"] == ["project it-ci", "user it-alice", "user it-bob", "user it-carol"]
+    assert res["create"]["assigned"] == ["member to it-alice on it-ci", "member to it-bob on it-ci",
+                                         "member to it-carol on it-ci"]
+    assert res["again"]["changed"] is False
+    assert res["drop check"]["changed"] is True and res["drop check"]["disabled"] == ["user it-bob"]
+    assert res["drop"]["created"] == ["user it-dave"] and res["drop"]["disabled"] == ["user it-bob"]
+    assert res["broken"]["msg"] == ("the allow-list file %s must hold a JSON list of logins (strings), e.g. "
+                                    "[\"alice\", \"bob\"]; nothing was written" % broken)
+    assert res["bad role"]["msg"] == "role 'no-such-role' does not exist (user_role); nothing was written"
+
+    users = {u.name: u for u in conn.identity.users(domain_id="default") if u.name.startswith("it-")}
+    assert sorted(users) == ["it-alice", "it-bob", "it-carol", "it-dave"]  # dropped: disabled, never deleted
+    assert users["it-bob"].is_enabled is False and users["it-dave"].is_enabled is True
+    assert users["it-alice"].description == MARK
+    assert conn.identity.find_user("admin").is_enabled is True  # unmanaged users are never touched
+    project = conn.identity.find_project("it-ci")
+    member = conn.identity.find_role("member")
+    holders = {a.user["id"] for a in conn.identity.role_assignments(scope_project_id=project.id, role_id=member.id)}
+    assert holders == {users[n].id for n in ("it-alice", "it-bob", "it-carol", "it-dave")}
+
+    rc, res, out = testcloud.tasks(tmp_path, [access_task("back", first)], name="back.yml")
+    assert rc == 0, out
+    assert res["back"]["enabled"] == ["user it-bob"] and res["back"]["disabled"] == ["user it-dave"]
+
+
+class _CountingHandler(http.server.SimpleHTTPRequestHandler):
+    requests = 0
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        type(self).requests += 1
+        super().do_GET()
+
+    def log_message(self, *args):  # quiet
+        pass
+
+
+@pytest.fixture
+def http_dir(tmp_path):
+    """A local HTTP server (127.0.0.1) serving tmp_path/www; yields (base url, directory, handler class)."""
+    www = tmp_path / "www"
+    www.mkdir()
+    handler = type("Handler", (_CountingHandler,), {"requests": 0})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(www)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield "http://127.0.0.1:%d" % server.server_address[1], www, handler
+    server.shutdown()
+    server.server_close()
+
+
+def images_task(name, images, check=False):
+    task = {"name": name, "os_images": {"cloud": "ogc-test", "images": images, "timeout": 120}}
+    if check:
+        task["check_mode"] = True
+    return task
+
+
+def visible_images(conn, prefix="it-"):
+    return {i.name: i for i in conn.image.images() if i.name.startswith(prefix)}
+
+
+def test_images_upload_update_replace_and_retire(testcloud, conn, tmp_path, http_dir):
+    base_url, www, handler = http_dir
+    v1, v2 = tmp_path / "v1.raw", tmp_path / "v2.raw"
+    v1.write_bytes(os.urandom(256 * 1024))
+    v2.write_bytes(os.urandom(256 * 1024))
+    (www / "remote.raw").write_bytes(v1.read_bytes())
+    sha1 = hashlib.sha256(v1.read_bytes()).hexdigest()
+    local = {"name": "it-ubuntu", "file": str(v1), "disk_format": "raw", "checksum": "sha256:" + sha1,
+             "properties": {"hw_machine_type": "q35"}}
+    remote = {"name": "it-remote", "url": base_url + "/remote.raw", "disk_format": "raw", "checksum": "sha256:" + sha1}
+    rc, res, out = testcloud.tasks(tmp_path, [
+        images_task("create", [local, remote]),
+        images_task("again", [local, remote]),
+        images_task("property", [dict(local, properties={"hw_machine_type": "q35", "img_hide_hypervisor_id": True})]),
+        images_task("replace check", [dict(local, file=str(v2), checksum=None)], check=True),
+        failing(images_task("mismatch", [dict(local, file=str(v2))])),
+    ], "--diff")
+    assert rc == 0, out
+    assert res["create"]["created"] == ["it-ubuntu", "it-remote"]
+    assert res["again"]["changed"] is False and res["again"]["unchanged"] == ["it-ubuntu", "it-remote"]
+    assert handler.requests == 1  # the unchanged URL image was not downloaded again
+    assert res["property"]["updated"] == ["it-ubuntu"]
+    assert res["replace check"]["replaced"] == ["it-ubuntu"]
+    assert res["mismatch"]["msg"] == ("image it-ubuntu: checksum mismatch for %s: the data has sha256 %s, the declared "
+                                      "checksum is %s; nothing was uploaded"
+                                      % (v2, hashlib.sha256(v2.read_bytes()).hexdigest(), sha1))
+    found = visible_images(conn)
+    assert sorted(found) == ["it-remote", "it-ubuntu"]
+    first_id = found["it-ubuntu"].id
+    assert found["it-ubuntu"].status == "active" and found["it-ubuntu"].hw_machine_type == "q35"
+
+    rc, res, out = testcloud.tasks(tmp_path, [images_task("replace", [dict(local, file=str(v2), checksum=None)])],
+                                   name="replace.yml")
+    assert rc == 0, out
+    assert res["replace"]["replaced"] == ["it-ubuntu"]
+    retired_name = res["replace"]["retired"][0]
+    found = visible_images(conn)
+    assert found["it-ubuntu"].id != first_id and found["it-ubuntu"].status == "active"
+    old = conn.image.get_image(first_id)  # retired: renamed and hidden, never deleted
+    assert old.name == retired_name and old.is_hidden is True and old.status == "active"
+
+
+RECOVERY_INVENTORY = """\
+all:
+  hosts:
+    localhost:
+      ansible_connection: local
+      ansible_python_interpreter: {python}
+      cloud_clouds_yaml: {clouds_yaml}
+      cloud_resources_known_aliases: [tesla-v100]
+      cloud_flavors:
+        - {{name: gpu_tiny, id: gpu_tiny, vcpus: 4, ram: 2048, disk: 20, extra_specs: {{"pci_passthrough:alias": "tesla-v100:1"}}}}
+        - {{name: gpu_4xlarge, id: gpu_4xlarge, vcpus: 8, ram: 65536, disk: 60, extra_specs: {{"pci_passthrough:alias": "tesla-v100:1"}}}}
+        - {{name: ci_medium, id: ci_medium, vcpus: 4, ram: 8192, disk: 60}}
+      cloud_quota_class_default: {{instances: 15}}
+      cloud_projects: [{{name: ci, description: CI runners}}]
+      cloud_allow_list_file: {allow_list}
+      cloud_user_projects: [ci]
+      cloud_project_quotas: [{{project: ci, instances: 12, cores: 48}}]
+      cloud_images: [{{name: ci-image, file: {image}, disk_format: raw, properties: {{hw_machine_type: q35}}}}]
+"""
+
+
+def test_recovery_after_wiping_the_databases(testcloud, tmp_path):
+    import sys  # pylint: disable=import-outside-toplevel
+
+    inventory = tmp_path / "inventory.yml"
+    allow_list = tmp_path / "allow-list.json"
+    allow_list.write_text('["octocat", "hubot"]')
+    image = tmp_path / "ci-image.raw"
+    image.write_bytes(os.urandom(128 * 1024))
+    inventory.write_text(RECOVERY_INVENTORY.format(python=sys.executable, clouds_yaml=testcloud.clouds_yaml,
+                                                   allow_list=allow_list, image=image))
+    rc, res, out = testcloud.playbook("playbooks/cloud.yml", "-i", str(inventory))
+    assert rc == 0, out
+    testcloud.script("wipe")
+    testcloud.script("start", "--lifetime", "1800")
+    conn = testcloud.connect()
+    assert [f.name for f in conn.compute.flavors(is_public=None)] == []
+    assert conn.compute.get_quota_class_set("default").instances == 10  # Nova's default again
+
+    rc, res, out = testcloud.playbook("playbooks/cloud.yml", "-i", str(inventory))
+    assert rc == 0, out
+    flavors_result = res["cloud_resources : Converge the declared flavors (one module run, one connection)"]
+    assert flavors_result["created"] == ["gpu_tiny", "gpu_4xlarge", "ci_medium"]
+    found = {f.name: f for f in conn.compute.flavors(is_public=None)}
+    assert sorted(found) == ["ci_medium", "gpu_4xlarge", "gpu_tiny"]
+    assert found["gpu_4xlarge"].extra_specs == GPU1 and found["gpu_4xlarge"].ram == 65536
+    assert conn.compute.get_quota_class_set("default").instances == 15
+    ci = conn.identity.find_project("ci")
+    assert ci is not None and conn.compute.get_quota_set(ci.id).instances == 12
+    users = {u.name: u for u in conn.identity.users(domain_id="default")}
+    assert users["octocat"].is_enabled and users["hubot"].is_enabled
+    member = conn.identity.find_role("member")
+    holders = {a.user["id"] for a in conn.identity.role_assignments(scope_project_id=ci.id, role_id=member.id)}
+    assert holders == {users["octocat"].id, users["hubot"].id}
+    images = {i.name: i for i in conn.image.images()}
+    assert images["ci-image"].status == "active" and images["ci-image"].hw_machine_type == "q35"
+    rc, res, out = testcloud.playbook("playbooks/cloud.yml", "-i", str(inventory))
+    assert rc == 0 and '"changed": true' not in out, out
+    conn.close()

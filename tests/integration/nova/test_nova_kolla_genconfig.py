@@ -1,0 +1,158 @@
+"""End to end with the real tools: foundation fixtures -> plans (playbooks/plan.yml) -> our
+overrides (playbooks/nova.yml, with an operator override beside them) -> kolla-ansible's own
+`genconfig --tags nova,nova-cell` (playbooks/deploy.yml in genconfig mode, test-only stand-ins for
+the two container-engine tasks) -> the rendered nova-compute / nova-api / nova-scheduler configs read
+with Nova 2026.1's own code from the OpenStack venv (scripts/openstack-venv.sh).
+
+genconfig is slow (~40 s alone, minutes on a busy machine): it runs once for all hosts."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from nova_helpers import ROOT, run_playbook
+
+pytestmark = pytest.mark.integration
+
+HERE = pathlib.Path(__file__).resolve().parent
+# Simulated GPU hosts: name -> foundation fixture.
+HOSTS = {
+    "seed-v100": "seed-v100",        # 6x V100 in 4 IOMMU groups: 4 for Nova
+    "rtx-box": "consumer-rtx",       # consumer RTX cards with audio/USB functions
+    "a100-t4": "a100-t4",            # two models: A100 (type-PF) and T4 (type-PCI)
+    "intel-t4": "intel-pre-iommu",   # IOMMU off: nothing for Nova yet
+}
+CONTROLLER = "ctl1"
+NOVA_DEFAULT_FILTERS = ["ComputeFilter", "ComputeCapabilitiesFilter", "ImagePropertiesFilter",
+                        "ServerGroupAntiAffinityFilter", "ServerGroupAffinityFilter"]
+
+
+def openstack_python():
+    out = subprocess.run([str(ROOT / "scripts/openstack-venv.sh")], check=True, capture_output=True,
+                         text=True, timeout=1800).stdout.strip().splitlines()[-1]
+    return str(pathlib.Path(out) / "bin" / "python")
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("genconfig")
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    gpu = {}
+    for host, fixture in HOSTS.items():
+        root = tmp / "hosts" / host
+        subprocess.run([sys.executable, str(ROOT / "scripts/mock_sysfs.py"), "build",
+                        str(ROOT / "fixtures/hosts" / (fixture + ".yml")), str(root)],
+                       check=True, capture_output=True, text=True)
+        gpu[host] = dict(local, passthrough_host_root=str(root), passthrough_sysfs_root=str(root / "sys"),
+                         passthrough_procfs_root=str(root / "proc"))
+    inv = tmp / "inventory.json"
+    inv.write_text(json.dumps({"all": {"hosts": {"localhost": local}, "children": {
+        "gpu_hosts": {"hosts": gpu},
+        "control": {"hosts": {CONTROLLER: local}}, "network": {"hosts": {CONTROLLER: {}}},
+        "monitoring": {"hosts": {CONTROLLER: {}}}}}}))
+
+    rc, out, _ = run_playbook("plan.yml", inv, {"passthrough_plan_dir": str(tmp / "plans")})
+    assert rc == 0, out
+    plans = {h: json.loads((tmp / "plans" / (h + ".json")).read_text()) for h in HOSTS}
+
+    config = tmp / "config"
+    config.mkdir()
+    (config / "nova.conf").write_text("[DEFAULT]\ncpu_allocation_ratio = 3.0\n")  # the operator's
+    rc, out, _ = run_playbook("nova.yml", inv, {"nova_pci_config_node_custom_config": str(config),
+                                                "nova_pci_config_plan_dir": str(tmp / "plans")})
+    assert rc == 0, out
+
+    rc, out, _ = run_playbook("deploy.yml", inv, {
+        "kolla_deploy_mode": "genconfig",
+        "kolla_deploy_config_dir": str(tmp / "etc"),
+        "kolla_deploy_node_custom_config": str(config),
+        "kolla_deploy_log_dir": str(tmp / "logs"),
+        "kolla_deploy_network_interface": "lo",
+        "kolla_deploy_internal_vip_address": "127.0.0.10",
+        "kolla_deploy_globals": {
+            "enable_haproxy": False,
+            "node_config_directory": str(tmp / "node") + "/{{ '{{' }} inventory_hostname {{ '}}' }}"},
+        "kolla_deploy_genconfig_tags": ["nova", "nova-cell"],
+        "kolla_deploy_action_plugins": [str(HERE / "kolla_standins")],
+        "kolla_deploy_stream_to_tty": False})
+    assert rc == 0, out + (tmp / "logs/genconfig.log").read_text()[-3000:]
+    assert "deploying containers is skipped because no container engine is available" in out
+
+    node = tmp / "node"
+    files = {host: str(node / host / "nova-compute/nova.conf") for host in HOSTS}
+    files.update({svc: str(node / CONTROLLER / svc / "nova.conf") for svc in ("nova-api", "nova-scheduler")})
+    aliases = sorted({a["name"] for p in plans.values() for a in p["plan"]["aliases"]})
+    request = tmp / "check.json"
+    request.write_text(json.dumps({
+        "files": files, "flavors": aliases + ["no-such-gpu"],
+        "devices": {h: plans[h]["facts"]["devices"] for h in HOSTS}}))
+    proc = subprocess.run([openstack_python(), str(HERE / "nova_config_check.py"), str(request)],
+                          capture_output=True, text=True, timeout=600, cwd=tmp)
+    assert proc.returncode == 0, proc.stderr
+    return {"plans": plans, "nova": json.loads(proc.stdout), "node": node, "config": config}
+
+
+def planned_aliases(plans):
+    out = {}
+    for p in plans.values():
+        for a in p["plan"]["aliases"]:
+            out[a["name"]] = a
+    return out
+
+
+def test_fixtures_give_distinct_layouts(rendered):
+    """Guard the test's own premise: several layouts, two models on one host, one host with none."""
+    plans = rendered["plans"]
+    selected = {h: [d["address"] for d in p["plan"]["selected"]] for h, p in plans.items()}
+    assert len(selected["seed-v100"]) == 4 and selected["intel-t4"] == []
+    assert len({d["product_id"] for d in plans["a100-t4"]["plan"]["selected"]}) == 2
+    assert {a["device_type"] for a in plans["a100-t4"]["plan"]["aliases"]} == {"type-PF", "type-PCI"}
+
+
+@pytest.mark.parametrize("host", sorted(HOSTS))
+def test_exactly_the_planned_devices_match_the_device_spec(rendered, host):
+    nova = rendered["nova"][host]
+    planned = sorted(d["address"] for d in rendered["plans"][host]["plan"]["selected"])
+    assert nova["assignable"] == planned
+    assert len(nova["device_spec"]) == len(planned)  # one entry per selected device
+    every = {d["address"] for d in rendered["plans"][host]["facts"]["devices"]}
+    assert set(planned) <= every and len(every) > len(planned)  # others exist and stay unmatched
+
+
+@pytest.mark.parametrize("service", sorted(HOSTS) + ["nova-api", "nova-scheduler"])
+def test_aliases_parse_with_the_planned_device_types(rendered, service):
+    nova = rendered["nova"][service]
+    assert "alias_error" not in nova
+    expected = planned_aliases(rendered["plans"])
+    assert sorted(nova["aliases"]) == sorted(expected)
+    for name, alias in expected.items():
+        (spec,) = nova["aliases"][name]["specs"]
+        assert spec == {"vendor_id": alias["vendor_id"], "product_id": alias["product_id"],
+                        "dev_type": alias["device_type"]}
+
+
+@pytest.mark.parametrize("service", ["nova-api", "a100-t4"])
+def test_flavor_alias_gives_a_valid_pci_request(rendered, service):
+    requests = rendered["nova"][service]["requests"]
+    for name, alias in planned_aliases(rendered["plans"]).items():
+        (req,) = requests[name]
+        assert req["count"] == 1 and req["alias_name"] == name
+        assert req["spec"] == [{"vendor_id": alias["vendor_id"], "product_id": alias["product_id"],
+                                "dev_type": alias["device_type"]}]
+    assert "no-such-gpu" in requests["no-such-gpu"]["error"]  # Nova's parser does reject
+
+
+def test_scheduler_has_pci_passthrough_filter(rendered):
+    filters = rendered["nova"]["nova-scheduler"]["filters"]
+    assert filters["enabled"] == NOVA_DEFAULT_FILTERS + ["PciPassthroughFilter"]
+    assert filters["available"] == ["nova.scheduler.filters.all_filters"]
+
+
+def test_operator_override_merged_and_report_in_placement_default(rendered):
+    for service in ("seed-v100", "nova-api", "nova-scheduler"):
+        assert rendered["nova"][service]["cpu_allocation_ratio"] == 3.0
+        assert rendered["nova"][service]["report_in_placement"] is False
+    assert (rendered["config"] / "nova.conf").read_text().startswith("[DEFAULT]\ncpu_allocation_ratio = 3.0\n")

@@ -1,0 +1,145 @@
+"""Role nova_pci_config through playbooks/nova.yml: write, idempotence, check mode, diff,
+operator overrides kept, conflicts and the report_in_placement guard refused with clear errors."""
+
+import json
+
+import pytest
+
+from nova_helpers import alias, device, plan, run_playbook
+
+pytestmark = pytest.mark.integration
+
+BEGIN = "# BEGIN open-gpu-cloud nova_pci_config: managed block, edit outside it"
+
+PLANS = {
+    "gpu1": plan("gpu1", [device("0000:27:00.0"), device("0000:a3:00.0")], [alias()]),
+    "gpu2": plan("gpu2", [device("0000:41:00.0", "2204", "rtx3090"), device("0000:61:00.0")],
+                 [alias("rtx3090", "2204"), alias()]),
+    "gpu3": plan("gpu3", [], []),
+}
+
+
+def config_vars(tmp_path, **extra):
+    return {"nova_pci_config_node_custom_config": str(tmp_path / "config"),
+            "nova_pci_config_plans": PLANS, **extra}
+
+
+def lines(path, key):
+    return [line.split("=", 1)[1].strip() for line in path.read_text().splitlines()
+            if line.startswith(key + " =")]
+
+
+def test_writes_then_idempotent_and_check_mode_writes_nothing(tmp_path, inventory):
+    cfg = tmp_path / "config"
+    rc, out, recap = run_playbook("nova.yml", inventory, config_vars(tmp_path), check=True)
+    assert rc == 0, out
+    assert recap["changed"] > 0 and not cfg.exists()
+
+    rc, out, recap = run_playbook("nova.yml", inventory, config_vars(tmp_path), "--diff")
+    assert rc == 0, out
+    assert recap["changed"] > 0
+    assert "+device_spec = {\"address\": \"0000:27:00.0\"" in out  # --diff shows the change
+    glob = cfg / "nova.conf"
+    assert glob.read_text().startswith(BEGIN + "\n#\n# Ansible managed")
+    assert [json.loads(v)["name"] for v in lines(glob, "alias")] == ["rtx3090", "tesla-v100"]
+    assert lines(glob, "enabled_filters")[0].split(",")[-1] == "PciPassthroughFilter"
+    assert lines(glob, "available_filters") == ["nova.scheduler.filters.all_filters"]
+    assert lines(glob, "report_in_placement") == []
+    assert [json.loads(v) for v in lines(cfg / "nova/gpu1/nova.conf", "device_spec")] == [
+        {"address": "0000:27:00.0", "vendor_id": "10de", "product_id": "1db4"},
+        {"address": "0000:a3:00.0", "vendor_id": "10de", "product_id": "1db4"}]
+    assert [json.loads(v)["address"] for v in lines(cfg / "nova/gpu2/nova.conf", "device_spec")] == [
+        "0000:41:00.0", "0000:61:00.0"]
+    assert not (cfg / "nova/gpu3").exists()
+    assert oct(glob.stat().st_mode & 0o777) == "0o644"
+
+    rc, out, recap = run_playbook("nova.yml", inventory, config_vars(tmp_path))
+    assert rc == 0 and recap["changed"] == 0, out
+
+
+def test_operator_content_is_kept_and_plan_change_updates_only_our_block(tmp_path, inventory):
+    cfg = tmp_path / "config"
+    (cfg / "nova/gpu1").mkdir(parents=True)
+    (cfg / "nova.conf").write_text("[DEFAULT]\ncpu_allocation_ratio = 4.0\n")
+    (cfg / "nova/gpu1/nova.conf").write_text("[libvirt]\ncpu_mode = host-passthrough\n")
+    rc, out, _ = run_playbook("nova.yml", inventory, config_vars(tmp_path))
+    assert rc == 0, out
+    assert (cfg / "nova.conf").read_text().startswith("[DEFAULT]\ncpu_allocation_ratio = 4.0\n" + BEGIN)
+    assert (cfg / "nova/gpu1/nova.conf").read_text().startswith("[libvirt]\ncpu_mode = host-passthrough\n")
+
+    plans = dict(PLANS, gpu1=plan("gpu1", [], []))  # gpu1 now gives Nova nothing
+    rc, out, recap = run_playbook("nova.yml", inventory, config_vars(tmp_path, nova_pci_config_plans=plans))
+    assert rc == 0 and recap["changed"] > 0, out
+    assert (cfg / "nova/gpu1/nova.conf").read_text() == "[libvirt]\ncpu_mode = host-passthrough\n"
+
+
+def test_operator_filters_with_pci_filter_are_left_alone(tmp_path, inventory):
+    cfg = tmp_path / "config"
+    (cfg / "nova").mkdir(parents=True)
+    (cfg / "nova/nova-scheduler.conf").write_text(
+        "[filter_scheduler]\nenabled_filters = ComputeFilter,PciPassthroughFilter,NUMATopologyFilter\n")
+    rc, out, _ = run_playbook("nova.yml", inventory, config_vars(tmp_path))
+    assert rc == 0, out
+    assert "leaves the scheduler filters to it" in out
+    assert lines(cfg / "nova.conf", "enabled_filters") == []
+
+
+@pytest.mark.parametrize("path, text, needles", [
+    ("nova/nova-scheduler.conf", "[filter_scheduler]\nenabled_filters = ComputeFilter,ImagePropertiesFilter\n",
+     ["nova/nova-scheduler.conf line 2 sets [filter_scheduler] enabled_filters", "Add PciPassthroughFilter"]),
+    ("nova/gpu2/nova-compute.conf", '[pci]\ndevice_spec = {"vendor_id": "10de"}\n',
+     ["nova/gpu2/nova-compute.conf line 2 sets [pci] device_spec", "nova-compute on gpu2", "passthrough policy"]),
+    ("nova/nova-api.conf", '[pci]\nalias = {"name": "mine"}\n',
+     ["nova/nova-api.conf line 2 sets [pci] alias", "Move it into nova.conf"]),
+])
+def test_conflicting_operator_override_fails_before_writing(tmp_path, inventory, path, text, needles):
+    cfg = tmp_path / "config"
+    (cfg / path).parent.mkdir(parents=True)
+    (cfg / path).write_text(text)
+    rc, out, _ = run_playbook("nova.yml", inventory, config_vars(tmp_path))
+    assert rc != 0
+    assert "conflicting overrides in " + str(cfg) in out
+    for needle in needles:
+        assert needle in out, out
+    assert not (cfg / "nova.conf").exists()  # nothing written
+    assert "Traceback" not in out
+
+
+def test_same_alias_for_different_models_fails(tmp_path, inventory):
+    plans = dict(PLANS, gpu3=plan("gpu3", [device("0000:01:00.0", "20b5")], [alias("tesla-v100", "20b5")]))
+    rc, out, _ = run_playbook("nova.yml", inventory, config_vars(tmp_path, nova_pci_config_plans=plans))
+    assert rc != 0
+    assert "alias name tesla-v100 means 10de:1db4 on host gpu1 but 10de:20b5 on host gpu3" in out, out
+    assert not (tmp_path / "config").exists()
+
+
+def test_missing_plan_names_host_and_fix(tmp_path, inventory):
+    plans = {"gpu1": PLANS["gpu1"]}
+    rc, out, _ = run_playbook("nova.yml", inventory, config_vars(
+        tmp_path, nova_pci_config_plans=plans, nova_pci_config_plan_dir=str(tmp_path / "plans")))
+    assert rc != 0
+    assert "no passthrough plan for gpu2, gpu3" in out and "Run playbooks/plan.yml" in out, out
+
+
+def test_plans_read_from_plan_files(tmp_path, inventory):
+    pdir = tmp_path / "plans"
+    pdir.mkdir()
+    for host, p in PLANS.items():
+        (pdir / (host + ".json")).write_text(json.dumps({"facts": {}, "plan": p}))
+    rc, out, _ = run_playbook("nova.yml", inventory, {
+        "nova_pci_config_node_custom_config": str(tmp_path / "config"),
+        "nova_pci_config_plan_dir": str(pdir)})
+    assert rc == 0, out
+    assert len(lines(tmp_path / "config/nova/gpu2/nova.conf", "device_spec")) == 2
+
+
+def test_report_in_placement_on_then_off_is_refused(tmp_path, inventory):
+    on = config_vars(tmp_path, nova_pci_config_report_in_placement=True)
+    rc, out, _ = run_playbook("nova.yml", inventory, on)
+    assert rc == 0, out
+    assert lines(tmp_path / "config/nova.conf", "report_in_placement") == ["true"]
+    rc, out, _ = run_playbook("nova.yml", inventory, config_vars(tmp_path))
+    assert rc != 0
+    assert "already sets [pci] report_in_placement = true" in out
+    assert "cannot be disabled any more" in out and "Set nova_pci_config_report_in_placement: true" in out
+    assert lines(tmp_path / "config/nova.conf", "report_in_placement") == ["true"]

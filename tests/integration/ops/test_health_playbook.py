@@ -1,0 +1,86 @@
+"""playbooks/health.yml on a simulated seed host: healthy, a GPU fallen off the bus, warn-only mode."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from ogc_testlib import FIXTURES, ROOT, load_source
+
+pytestmark = pytest.mark.integration
+mock_sysfs = load_source("mock_sysfs", "scripts/mock_sysfs.py")
+facts_module = load_source("pci_passthrough_facts", "library/pci_passthrough_facts.py")
+planner = load_source("passthrough_plan", "filter_plugins/passthrough_plan.py")
+
+
+@pytest.fixture
+def seed_host(tmp_path):
+    """A configured seed host (planned devices on vfio-pci) and its plan file."""
+    root = tmp_path / "seed"
+    fixture = mock_sysfs.load_fixture(os.path.join(FIXTURES, "seed-v100.yml"))
+    mock_sysfs.build_tree(fixture, str(root))
+    plan = planner.passthrough_plan(facts_module.discover(str(root / "sys"), str(root / "proc")), {}, "seed")
+    mock_sysfs.build_tree(fixture, str(root), drivers={a: "vfio-pci" for a in plan["vfio_devices"]})
+    plans = tmp_path / "plans"
+    plans.mkdir()
+    facts = facts_module.discover(str(root / "sys"), str(root / "proc"))
+    (plans / "seed.json").write_text(json.dumps({"facts": facts, "plan": plan}))
+    inventory = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                                  "health_check_nova": False},
+                         "children": {"gpu_hosts": {"hosts": {"seed": {
+                             "passthrough_sysfs_root": str(root / "sys"), "passthrough_procfs_root": str(root / "proc"),
+                             "passthrough_plan_dir": str(plans)}}}}}}
+    path = tmp_path / "inventory.yml"
+    path.write_text(yaml.safe_dump(inventory))
+    return root, path
+
+
+def run(inventory, *args):
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    proc = subprocess.run(["ansible-playbook", "-i", str(inventory), os.path.join(ROOT, "playbooks", "health.yml"), *args],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=ROOT, check=False)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def fall_off_the_bus(root, address):
+    """What the kernel does when a device drops off: its directory and every link to it disappear."""
+    link = root / "sys" / "bus" / "pci" / "devices" / address
+    target = os.path.realpath(link)
+    link.unlink()
+    shutil.rmtree(target)
+    for group in (root / "sys" / "kernel" / "iommu_groups").iterdir():
+        stale = group / "devices" / address
+        if os.path.lexists(stale):
+            stale.unlink()
+
+
+def test_healthy_then_gpu_gone(seed_host):
+    root, inventory = seed_host
+    rc, out = run(inventory)
+    assert rc == 0, out
+    assert "seed: 4/4 GPUs for Nova on the bus; OK" in out
+    assert "Nova: not asked (health_check_nova: false)" in out
+
+    fall_off_the_bus(root, "0000:c3:00.0")
+    rc, out = run(inventory)
+    assert rc != 0
+    flat = " ".join(out.split())
+    assert "seed: GPU 0000:c3:00.0 (Tesla V100 PCIe 16GB) is gone from the PCI bus (fallen off the bus?)" in flat, out
+    assert "seed: 3 of 4 expected GPUs for Nova are on the bus" in flat
+    assert "GPU health alerts:" in flat
+
+    rc, out = run(inventory, "-e", "health_fail_on_alert=false")
+    assert rc == 0, out
+    assert "ALERT seed: GPU 0000:c3:00.0" in " ".join(out.split())
+
+
+def test_bad_expected_count_named(seed_host):
+    _root, inventory = seed_host
+    rc, out = run(inventory, "-e", "health_expected_gpus=-1")
+    assert rc != 0
+    assert "health_expected_gpus on seed must be a whole number >= 0" in " ".join(out.split()), out

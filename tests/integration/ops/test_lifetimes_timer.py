@@ -1,0 +1,55 @@
+"""playbooks/lifetimes.yml, timer phase: systemd units written under a root prefix, idempotent, check mode."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from ogc_testlib import ROOT
+
+pytestmark = pytest.mark.integration
+UNITS = "etc/systemd/system"
+
+
+def run(root, *args):
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_FORCE_COLOR="0")
+    argv = ["ansible-playbook", os.path.join(ROOT, "playbooks", "lifetimes.yml"),
+            # Timer phase only: no test cloud, no policy run.
+            "-e", "cloud_testcloud_dir=", "-e", "server_lifetimes_enforce=false", "-e", "lifetime_timer=true",
+            "-e", f"lifetime_timer_root={root}", "-e", "cloud_clouds_yaml=/etc/openstack/clouds.yaml", *args]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, cwd=ROOT, check=False)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_units_written_then_unchanged_and_check_mode(tmp_path):
+    root = tmp_path / "control"
+    rc, out = run(root, "--check")
+    assert rc == 0, out
+    assert not root.exists(), "check mode wrote something"
+
+    rc, out = run(root, "-e", '{"lifetime_timer_on_calendar": "*-*-* *:00/30:00"}')
+    assert rc == 0, out
+    service = (root / UNITS / "ogc-server-lifetimes.service").read_text()
+    timer = (root / UNITS / "ogc-server-lifetimes.timer").read_text()
+    assert service.startswith("#\n# Ansible managed\n#\n")
+    exec_line = next(line for line in service.splitlines() if line.startswith("ExecStart="))
+    assert exec_line.endswith(f"{ROOT}/playbooks/lifetimes.yml -i {ROOT}/inventory/demo -e server_lifetimes_timer=false")
+    assert exec_line.split()[0].endswith("/ansible-playbook")
+    assert "Environment=OS_CLIENT_CONFIG_FILE=/etc/openstack/clouds.yaml" in service
+    assert "Type=oneshot" in service
+    assert "OnCalendar=*-*-* *:00/30:00" in timer and "Unit=ogc-server-lifetimes.service" in timer
+    assert "WantedBy=timers.target" in timer
+    # Nothing was enabled: systemd is only touched when writing to the real root.
+    assert "Enable and start the timer (real root only)" in out and "skipping: [localhost]" in out
+
+    rc, out = run(root, "-e", '{"lifetime_timer_on_calendar": "*-*-* *:00/30:00"}')
+    assert rc == 0 and "changed=0" in out, out
+
+
+def test_bad_timer_settings_named(tmp_path):
+    rc, out = run("relative/dir")
+    assert rc != 0
+    assert "server_lifetimes_timer_root empty or an absolute path (got 'relative/dir')" in " ".join(out.split()), out

@@ -1,0 +1,125 @@
+"""filter_plugins/gpu_health.py on fixture hosts: vanished GPUs, vfio binding, expected counts, Nova's view."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ogc_testlib import load_source
+
+health = load_source("gpu_health", "filter_plugins/gpu_health.py")
+
+
+@pytest.fixture(scope="module")
+def seed(host_facts, planner):
+    facts = host_facts("seed-v100")
+    plan = planner.passthrough_plan(facts, {}, "seed-v100")
+    bound = copy.deepcopy(facts)
+    for dev in bound["devices"]:
+        if dev["address"] in plan["vfio_devices"]:
+            dev["driver"] = "vfio-pci"
+    return facts, bound, plan
+
+
+def without(facts, address):
+    out = copy.deepcopy(facts)
+    out["devices"] = [d for d in out["devices"] if d["address"] != address]
+    return out
+
+
+def test_healthy_host(seed):
+    _facts, bound, plan = seed
+    report = health.gpu_health(bound, plan, host="seed-v100")
+    assert report["ok"] is True and report["alerts"] == []
+    assert report["expected"] == 4 and report["found"] == 4
+    assert [g["address"] for g in report["gpus"] if g["for_nova"]] == [s["address"] for s in plan["selected"]]
+    assert len(report["gpus"]) == 6  # 4 for Nova + 2 group-mates bound to vfio-pci
+
+
+def test_gpu_fallen_off_the_bus(seed):
+    _facts, bound, plan = seed
+    report = health.gpu_health(without(bound, "0000:c3:00.0"), plan, host="seed-v100")
+    assert report["ok"] is False
+    assert report["missing"] == ["0000:c3:00.0"] and report["found"] == 3
+    assert report["alerts"][0].startswith(
+        "seed-v100: GPU 0000:c3:00.0 (Tesla V100 PCIe 16GB) is gone from the PCI bus (fallen off the bus?); it is in "
+        "the passthrough plan and Nova counts on it")
+    assert report["alerts"][1] == "seed-v100: 3 of 4 expected GPUs for Nova are on the bus"
+
+
+def test_group_mate_vanished(seed):
+    _facts, bound, plan = seed
+    report = health.gpu_health(without(bound, "0000:c4:00.0"), plan, host="seed-v100")
+    assert report["missing"] == ["0000:c4:00.0"] and report["found"] == 4
+    assert report["alerts"] == [
+        "seed-v100: device 0000:c4:00.0 is gone from the PCI bus (fallen off the bus?); it is in the passthrough plan. "
+        "Check the kernel log (Xid/AER errors), then reseat the card or power-cycle the host"]
+
+
+def test_not_bound_to_vfio(seed):
+    facts, _bound, plan = seed
+    report = health.gpu_health(facts, plan, host="seed-v100")
+    assert {n["address"]: n["driver"] for n in report["not_vfio"]}["0000:27:00.0"] == "nouveau"
+    assert any(a.startswith("seed-v100: GPU 0000:27:00.0 (Tesla V100 PCIe 16GB) is bound to nouveau, not vfio-pci")
+               for a in report["alerts"])
+    assert any("device 0000:28:00.0 is bound to nouveau, not vfio-pci: a VM cannot use it nor its IOMMU group" in a
+               for a in report["alerts"])
+
+
+def test_expected_count_from_inventory(seed):
+    _facts, bound, plan = seed
+    report = health.gpu_health(bound, plan, expected=6, host="seed-v100")
+    assert report["alerts"] == ["seed-v100: 4 of 6 expected GPUs for Nova are on the bus (health_expected_gpus)"]
+    report = health.gpu_health(bound, plan, expected=2, host="seed-v100")
+    assert report["ok"] is True
+    assert report["notes"] == ["seed-v100: the plan gives Nova 4 GPUs, more than health_expected_gpus=2"]
+
+
+def test_current_tree_reference_is_noted(seed):
+    _facts, bound, plan = seed
+    report = health.gpu_health(bound, plan, host="seed-v100", reference="current tree")
+    assert "no plan file" in report["notes"][0]
+
+
+@pytest.mark.parametrize("facts, plan, expected, message", [
+    ({}, {"selected": []}, None, "facts must be the pci_passthrough facts"),
+    ({"devices": []}, None, None, "plan must be a passthrough plan"),
+    ({"devices": []}, {"selected": []}, -1, "health_expected_gpus must be a whole number >= 0, got -1"),
+    ({"devices": []}, {"selected": []}, True, "health_expected_gpus must be a whole number >= 0, got True"),
+])
+def test_bad_input(facts, plan, expected, message):
+    with pytest.raises(AnsibleFilterError) as info:
+        health.gpu_health(facts, plan, expected=expected, host="h1")
+    assert message in str(info.value) and "(h1)" in str(info.value)
+
+
+def test_nova_view_matches_and_mismatches(seed):
+    _facts, bound, plan = seed
+    ok = health.gpu_health(bound, plan, host="seed-v100")
+    broken = health.gpu_health(without(bound, "0000:c3:00.0"), plan, host="seed-v100")
+    nova = {"available": True, "hosts": {"gpu01": {"CUSTOM_PCI_10DE_1DB4": {"total": 4, "used": 1}}}, "note": ""}
+    out = health.gpu_health_nova([ok], nova, {"seed-v100": "gpu01"})
+    assert out["alerts"] == []
+    assert out["lines"] == ["seed-v100: 4/4 GPUs for Nova on the bus; Nova (placement, CUSTOM_PCI_10DE_1DB4): 4 total, "
+                            "1 used, 3 free; OK"]
+    assert out["reports"][0]["nova"]["free"] == 3
+    out = health.gpu_health_nova([broken], nova, {"seed-v100": "gpu01"})
+    assert "seed-v100: Nova counts 4 passthrough GPUs on gpu01 but 3 of the plan's are on the bus" in out["alerts"][0]
+    assert out["lines"][-1].startswith("ALERT ")
+
+
+def test_nova_view_absent(seed):
+    _facts, bound, plan = seed
+    report = health.gpu_health(bound, plan, host="seed-v100")
+    out = health.gpu_health_nova([report], {"available": False, "hosts": {}, "note": "no PCI in placement"})
+    assert out["lines"] == ["seed-v100: 4/4 GPUs for Nova on the bus; OK", "Nova: no PCI in placement"]
+    out = health.gpu_health_nova([report], {"available": True, "hosts": {"other": {}}, "note": ""})
+    assert "Nova: no PCI devices reported for hypervisor seed-v100" in out["lines"][0]
+    with pytest.raises(AnsibleFilterError):
+        health.gpu_health_nova("x", {})
+
+
+def test_filter_names():
+    assert set(health.FilterModule().filters()) == {"gpu_health", "gpu_health_nova"}

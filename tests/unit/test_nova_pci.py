@@ -1,0 +1,269 @@
+"""Unit tests for filter_plugins/nova_pci.py: every branch, error branches with the bad input."""
+
+import importlib.util
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("nova_pci", ROOT / "filter_plugins" / "nova_pci.py")
+nova_pci = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(nova_pci)
+
+BEGIN = "# BEGIN open-gpu-cloud nova_pci"
+END = "# END open-gpu-cloud nova_pci"
+
+
+def dev(address, product="1db4", vendor="10de", device_type="type-PCI", alias="tesla-v100"):
+    return {"address": address, "vendor_id": vendor, "product_id": product,
+            "device_type": device_type, "alias": alias, "iommu_group": "1", "numa_node": 0,
+            "model": "x"}
+
+
+def alias(name="tesla-v100", product="1db4", vendor="10de", device_type="type-PCI"):
+    return {"name": name, "vendor_id": vendor, "product_id": product, "device_type": device_type}
+
+
+def plan(host, selected=(), aliases=()):
+    return {"host": host, "selected": list(selected), "aliases": list(aliases)}
+
+
+V100 = plan("seed-v100", [dev("0000:27:00.0"), dev("0000:a3:00.0")], [alias()])
+A100 = plan("a100-host", [dev("0000:41:00.0", "20b5", device_type="type-PF", alias="a100")],
+            [alias("a100", "20b5", device_type="type-PF")])
+
+
+# --- nova_pci_aliases -------------------------------------------------------------------------
+
+def test_aliases_one_per_model_sorted():
+    twin = plan("seed-v100-b", [dev("0000:01:00.0")], [alias()])
+    assert nova_pci.nova_pci_aliases({"seed-v100": V100, "a100-host": A100, "seed-v100-b": twin}) == [
+        alias("a100", "20b5", device_type="type-PF"), alias()]
+
+
+def test_aliases_two_models_on_one_host_give_two_aliases():
+    mixed = plan("mixed", [dev("0000:01:00.0"), dev("0000:02:00.0", "2204", alias="rtx3090")],
+                 [alias(), alias("rtx3090", "2204")])
+    assert [a["name"] for a in nova_pci.nova_pci_aliases({"mixed": mixed})] == ["rtx3090", "tesla-v100"]
+
+
+def test_aliases_empty_plans_and_host_without_aliases():
+    assert nova_pci.nova_pci_aliases({}) == []
+    assert nova_pci.nova_pci_aliases({"h": {"selected": []}}) == []
+
+
+def test_aliases_same_name_different_models_names_both_hosts():
+    other = plan("rtx-box", [dev("0000:01:00.0", "2204")], [alias("tesla-v100", "2204")])
+    with pytest.raises(AnsibleFilterError) as err:
+        nova_pci.nova_pci_aliases({"seed-v100": V100, "rtx-box": other})
+    msg = str(err.value)
+    assert "alias name tesla-v100" in msg and "rtx-box" in msg and "seed-v100" in msg
+    assert "10de:1db4" in msg and "10de:2204" in msg and "alias_names" in msg
+
+
+def test_aliases_same_model_different_device_types():
+    sriov = plan("v100-pf", [dev("0000:01:00.0", device_type="type-PF")], [alias(device_type="type-PF")])
+    with pytest.raises(AnsibleFilterError, match=r"type-PCI on host seed-v100 but type-PF on host v100-pf"):
+        nova_pci.nova_pci_aliases({"seed-v100": V100, "v100-pf": sriov})
+
+
+def test_aliases_same_model_different_names():
+    renamed = plan("v100-b", [dev("0000:01:00.0", alias="v100")], [alias("v100")])
+    with pytest.raises(AnsibleFilterError, match=r"called tesla-v100 on host seed-v100 but v100 on host v100-b"):
+        nova_pci.nova_pci_aliases({"seed-v100": V100, "v100-b": renamed})
+
+
+@pytest.mark.parametrize("bad, needle", [
+    ("not a dict", "plans must be a mapping"),
+    ({"h": ["x"]}, "plan of host h must be a mapping"),
+    ({"h": plan("other")}, "plan given for host h says it belongs to host other"),
+    ({"h": {"aliases": "tesla"}}, "plan.aliases must be a list"),
+    ({"h": {"aliases": ["tesla"]}}, "an alias must be a mapping"),
+    ({"h": {"aliases": [alias("bad name")]}}, "alias name 'bad name'"),
+    ({"h": {"aliases": [alias(vendor="10DE")]}}, "vendor_id '10DE'"),
+    ({"h": {"aliases": [alias(product=None)]}}, "product_id None"),
+    ({"h": {"aliases": [alias(device_type="type-VDPA")]}}, "device_type 'type-VDPA'"),
+])
+def test_aliases_bad_input(bad, needle):
+    with pytest.raises(AnsibleFilterError) as err:
+        nova_pci.nova_pci_aliases(bad)
+    assert needle in str(err.value)
+
+
+# --- nova_pci_device_spec ---------------------------------------------------------------------
+
+def test_device_spec_exactly_selected_sorted():
+    p = plan("seed-v100", [dev("0000:a3:00.0"), dev("0000:27:00.0")])
+    assert nova_pci.nova_pci_device_spec(p, "seed-v100") == [
+        {"address": "0000:27:00.0", "vendor_id": "10de", "product_id": "1db4"},
+        {"address": "0000:a3:00.0", "vendor_id": "10de", "product_id": "1db4"}]
+
+
+def test_device_spec_nothing_selected():
+    assert nova_pci.nova_pci_device_spec(plan("h"), "h") == []
+    assert nova_pci.nova_pci_device_spec({"selected": None}, "h") == []
+
+
+@pytest.mark.parametrize("selected, needle", [
+    ("0000:27:00.0", "plan.selected must be a list"),
+    (["0000:27:00.0"], "a selected device must be a mapping"),
+    ([dev("27:00.0")], "address '27:00.0' is not a full PCI address"),
+    ([dev("0000:27:00.0"), dev("0000:27:00.0")], "device 0000:27:00.0 is selected twice"),
+    ([dev("0000:27:00.0", product="1DB4")], "device 0000:27:00.0 has product_id '1DB4'"),
+])
+def test_device_spec_bad_input(selected, needle):
+    with pytest.raises(AnsibleFilterError) as err:
+        nova_pci.nova_pci_device_spec({"selected": selected}, "gpu7")
+    assert needle in str(err.value) and "gpu7" in str(err.value)
+
+
+def test_device_spec_plan_of_other_host():
+    with pytest.raises(AnsibleFilterError, match="belongs to host seed-v100"):
+        nova_pci.nova_pci_device_spec(V100, "gpu7")
+
+
+# --- scheduler filters ------------------------------------------------------------------------
+
+def test_enabled_filters_defaults_plus_pci():
+    assert nova_pci.nova_pci_enabled_filters() == [
+        "ComputeFilter", "ComputeCapabilitiesFilter", "ImagePropertiesFilter",
+        "ServerGroupAntiAffinityFilter", "ServerGroupAffinityFilter", "PciPassthroughFilter"]
+
+
+def test_enabled_filters_extra_appended_without_duplicates():
+    assert nova_pci.nova_pci_enabled_filters(["NUMATopologyFilter", "ComputeFilter"])[-2:] == [
+        "PciPassthroughFilter", "NUMATopologyFilter"]
+
+
+@pytest.mark.parametrize("bad", ["NUMATopologyFilter", [""], [3]])
+def test_enabled_filters_bad_extra(bad):
+    with pytest.raises(AnsibleFilterError, match="list of filter class names"):
+        nova_pci.nova_pci_enabled_filters(bad)
+
+
+def test_available_filters():
+    assert nova_pci.nova_pci_available_filters() == ["nova.scheduler.filters.all_filters"]
+
+
+def _openstack_python():
+    script = ROOT / "scripts" / "openstack-venv.sh"
+    venv = subprocess.run([str(script)], check=True, capture_output=True, text=True).stdout.strip()
+    return os.path.join(venv.splitlines()[-1], "bin", "python")
+
+
+def test_pinned_defaults_match_novas_own_option():
+    """The pinned list must be Nova 2026.1's own default (read from nova.conf in the venv)."""
+    code = ("import json; from nova.conf import scheduler as s; "
+            "o = {x.name: x.default for x in s.filter_scheduler_opts}; "
+            "print(json.dumps([o['enabled_filters'], o['available_filters']]))")
+    out = subprocess.run([_openstack_python(), "-c", code], check=True, capture_output=True,
+                         text=True, cwd="/").stdout
+    enabled, available = json.loads(out)
+    assert list(nova_pci.NOVA_DEFAULT_ENABLED_FILTERS) == enabled
+    assert list(nova_pci.NOVA_AVAILABLE_FILTERS) == available
+
+
+# --- nova_pci_override_check ------------------------------------------------------------------
+
+ALIASES = [alias()]
+
+
+def check(files, hosts=("seed-v100",), controllers=("ctl1",)):
+    return nova_pci.nova_pci_override_check(files, list(hosts), ALIASES, BEGIN, END, list(controllers))
+
+
+def test_check_clean_operator_files_and_our_block_ignored():
+    files = {
+        "global.conf": "[DEFAULT]\ndebug = True\n",
+        "nova.conf": "[DEFAULT]\n# a comment\n; another\n{% if x %}\ncpu_allocation_ratio = 4.0\n"
+                     "{% endif %}\n" + BEGIN + "\n[pci]\nalias = {}\ndevice_spec = {}\n"
+                     "[filter_scheduler]\nenabled_filters = ComputeFilter\n" + END + "\n",
+        "nova/seed-v100/nova.conf": BEGIN + "\n[pci]\ndevice_spec = {\"address\": \"x\"}\n" + END + "\n",
+    }
+    assert check(files) == {"conflicts": [], "operator_filters": {}, "report_in_placement": False}
+
+
+def test_check_device_spec_in_host_file_is_conflict():
+    files = {"nova/seed-v100/nova-compute.conf": "[pci]\ndevice_spec = {\"vendor_id\": \"10de\"}\n"}
+    (msg,) = check(files)["conflicts"]
+    assert msg.startswith("nova/seed-v100/nova-compute.conf line 2 sets [pci] device_spec")
+    assert "seed-v100" in msg and "Remove the key" in msg
+
+
+def test_check_deprecated_whitelist_in_global_file_is_conflict_per_host():
+    files = {"global.conf": "[pci]\npassthrough_whitelist = {}\n"}
+    res = check(files, hosts=("a", "b"))["conflicts"]
+    assert len(res) == 2 and all("passthrough_whitelist" in m for m in res)
+
+
+def test_check_device_spec_for_unmanaged_host_is_fine():
+    files = {"nova/other/nova.conf": "[pci]\ndevice_spec = {}\n"}
+    assert check(files)["conflicts"] == []
+
+
+def test_check_enabled_filters_without_pci_filter():
+    files = {"nova/nova-scheduler.conf": "[filter_scheduler]\nenabled_filters = ComputeFilter, ImagePropertiesFilter\n"}
+    (msg,) = check(files)["conflicts"]
+    assert "nova/nova-scheduler.conf line 2 sets [filter_scheduler] enabled_filters" in msg
+    assert "Add PciPassthroughFilter" in msg
+
+
+def test_check_enabled_filters_on_controller_host_file():
+    files = {"nova/ctl1/nova.conf": "[filter_scheduler]\nenabled_filters = ComputeFilter\n"}
+    assert "nova/ctl1/nova.conf" in check(files)["conflicts"][0]
+
+
+def test_check_operator_filters_with_pci_filter_are_kept():
+    files = {"nova.conf": "[filter_scheduler]\nenabled_filters = ComputeFilter,PciPassthroughFilter\n"}
+    res = check(files)
+    assert res["conflicts"] == []
+    assert res["operator_filters"] == {"nova.conf": ["ComputeFilter", "PciPassthroughFilter"]}
+
+
+def test_check_operator_alias_in_same_file_adds():
+    files = {"nova.conf": '[pci]\nalias = {"name": "my-nic", "vendor_id": "8086", "product_id": "1572"}\n'
+                          'alias = not json\n'}
+    assert check(files)["conflicts"] == []
+
+
+def test_check_operator_alias_with_our_name():
+    files = {"nova.conf": '[pci]\nalias = {"name": "tesla-v100", "vendor_id": "10de", "product_id": "1db4"}\n'}
+    (msg,) = check(files)["conflicts"]
+    assert "defines [pci] alias tesla-v100" in msg
+
+
+def test_check_operator_alias_in_other_file():
+    files = {"nova/nova-api.conf": '[pci]\nalias = {"name": "x"}\n'}
+    (msg,) = check(files)["conflicts"]
+    assert msg.startswith("nova/nova-api.conf line 2 sets [pci] alias") and "Move it into nova.conf" in msg
+
+
+def test_check_continuation_and_keyless_lines_skipped():
+    files = {"nova.conf": "[pci]\nalias = {}\n    device_spec = {}\nnonsense line\n"}
+    assert check(files)["conflicts"] == []
+
+
+@pytest.mark.parametrize("value, expected", [("True", True), ("false", False)])
+def test_check_reads_report_in_placement_from_our_block(value, expected):
+    files = {"nova.conf": "%s\n[pci]\nreport_in_placement = %s\n%s\n" % (BEGIN, value, END)}
+    assert check(files)["report_in_placement"] is expected
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("x", ["h"]), "files must be a mapping"),
+    (({}, "h"), "hosts must be a list"),
+    (({"nova.conf": None}, ["h"]), "content of nova.conf must be text"),
+])
+def test_check_bad_input(args, needle):
+    with pytest.raises(AnsibleFilterError, match=needle):
+        nova_pci.nova_pci_override_check(*args, ALIASES, BEGIN, END)
+
+
+def test_filter_module_exports():
+    names = nova_pci.FilterModule().filters()
+    assert set(names) == {"nova_pci_aliases", "nova_pci_device_spec", "nova_pci_enabled_filters",
+                          "nova_pci_available_filters", "nova_pci_override_check"}
