@@ -76,7 +76,7 @@ def grub_kernel_args(sandbox: Path) -> list[str]:
 ROLE = REPO / "roles" / "passthrough_host"
 
 
-def configure_host_with_role(sandbox: Path, host: str, workdir: Path) -> None:
+def configure_host_with_role(sandbox: Path, host: str, workdir: Path, verify: bool = False) -> str:
     """Run roles/passthrough_host on the sandbox root (which holds the last boot's sys/ and proc/).
 
     Its boot-config, initramfs and reboot commands are ``true``: the test reads the line from the
@@ -93,7 +93,7 @@ def configure_host_with_role(sandbox: Path, host: str, workdir: Path) -> None:
         "passthrough_host_initramfs_command": ["true"],
         "passthrough_host_allow_reboot": True,
         "passthrough_host_reboot_command": ["true"],
-        "passthrough_host_verify": False,
+        "passthrough_host_verify": verify,
     }}}}}}
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "inventory.json").write_text(json.dumps(inventory, indent=2))
@@ -108,9 +108,10 @@ def configure_host_with_role(sandbox: Path, host: str, workdir: Path) -> None:
     if proc.returncode != 0:
         raise AssertionError(f"roles/passthrough_host failed on the sandbox {sandbox} (rc {proc.returncode}):\n"
                              + "\n".join(proc.stdout.splitlines()[-25:]) + proc.stderr[-2000:])
+    return proc.stdout
 
 
-def configure_host(sandbox: Path, step: "Step", workdir: Path) -> None:
+def configure_host(sandbox: Path, step: "Step", workdir: Path, verify: bool = False) -> str:
     """Configure the sandbox host from the last boot: its sys/ and proc/ become the sandbox's, then
     roles/passthrough_host runs on it (discovery, planning and the files, as on a real host)."""
     for name in ("sys", "proc"):
@@ -118,7 +119,7 @@ def configure_host(sandbox: Path, step: "Step", workdir: Path) -> None:
         if link.is_symlink():
             link.unlink()
         link.symlink_to(step.boot.root / name)
-    configure_host_with_role(sandbox, step.plan["host"], workdir)
+    return configure_host_with_role(sandbox, step.plan["host"], workdir, verify=verify)
 
 
 def guest_files(sandbox: Path) -> dict:
@@ -180,6 +181,7 @@ class Flow:
     vendor: str
     sandbox: Path
     steps: list[Step] = field(default_factory=list)
+    final_role_run: str = ""  # the role's output on the last boot's tree, with its verification on
 
     @property
     def wall_s(self) -> float:
@@ -206,4 +208,8 @@ def run_flow(guest, vendor: str, workdir: Path) -> Flow:
         step = boot_and_plan(guest, vendor, grub_kernel_args(sandbox), workdir, f"boot{round_no + 1}", host,
                              files=guest_files(sandbox), expect=expectations(applied.plan, applied.facts))
         flow.steps.append(step)
+    if len(flow.steps) > 1 and not step.plan["reboot_required"]:
+        # Converged: the role, run again on the real kernel's tree, must find nothing to do and
+        # pass its own verification.
+        flow.final_role_run = configure_host(sandbox, step, workdir / "verify", verify=True)
     return flow

@@ -10,6 +10,7 @@ with. A command line the kernel rejects or ignores fails with the kernel's own w
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -105,6 +106,15 @@ def test_replan_on_the_real_kernel_matches_the_configured_plan(realkernel_runs, 
     assert len(verdicts["ineligible"]) == 1 and {GPU_SHARED, SHARED_NIC} <= set(verdicts["ineligible"][0])
     drivers = _drivers(final)
     assert drivers[GPU_SHARED] == "virtio-pci" and drivers[SHARED_NIC] == "e1000" and drivers[CONSOLE] == "cirrus"
+
+
+@pytest.mark.parametrize("vendor", ["intel", "amd"])
+def test_host_role_on_the_real_kernels_tree_changes_nothing_and_verifies(realkernel_runs, vendor):
+    flow = _flow(realkernel_runs, vendor)
+    recap = [line for line in flow.final_role_run.splitlines() if line.startswith(f"realkernel-{vendor} ")]
+    assert recap and re.search(r"\bchanged=0\b.*\bfailed=0\b", recap[-1]), flow.final_role_run[-3000:]
+    words = " ".join(flow.final_role_run.split())  # the YAML callback wraps long messages
+    assert f"realkernel-{vendor}: ready; 2 device(s) for Nova ({GPU_A}, {GPU_B}), 3 on vfio-pci." in words
 
 
 def test_rejected_kernel_arguments_fail_with_the_kernels_words(realkernel_runs):
