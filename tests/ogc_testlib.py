@@ -15,3 +15,8 @@ def load_source(name: str, relpath: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def load_library_module(name: str):
+    """Import library/<name>.py (a module of ours) for in-process tests."""
+    return load_source(name, os.path.join("library", name + ".py"))

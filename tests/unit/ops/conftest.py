@@ -1,58 +1,13 @@
-"""Fixtures for the ops module tests: load library/os_*.py with a mocked openstacksdk connection."""
+"""The ops modules under test (library/os_server_lifetimes.py); the mocked connection and the module
+runner come from tests/unit/conftest.py."""
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import os
-from unittest import mock
-
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-
-# The modules import `ansible.module_utils.openstack_cloud`: make the repo's module_utils part of that
-# package, as ansible.cfg's `module_utils = module_utils` does for ansible-playbook.
-import ansible.module_utils  # noqa: E402  pylint: disable=wrong-import-position
-
-if os.path.join(ROOT, "module_utils") not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(os.path.join(ROOT, "module_utils"))
-
-from ansible.module_utils.testing import patch_module_args  # noqa: E402  pylint: disable=wrong-import-position
-
-
-def load_module(name):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "library", name + ".py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from ogc_testlib import load_library_module
 
 
 @pytest.fixture(scope="session")
 def lifetimes():
-    return load_module("os_server_lifetimes")
-
-
-@pytest.fixture
-def conn():
-    """The mocked openstacksdk connection every module run gets from openstack.connect()."""
-    connection = mock.MagicMock(name="conn")
-    with mock.patch("ansible.module_utils.openstack_cloud.openstack.connect", return_value=connection) as connect:
-        connection.connect_mock = connect
-        yield connection
-
-
-@pytest.fixture
-def run_module(capsys):
-    """Run a module's main() with these args; returns its JSON result (failed or not)."""
-
-    def run(module, args, check_mode=False):
-        args = dict(args)
-        if check_mode:
-            args["_ansible_check_mode"] = True
-        with patch_module_args(args):
-            with pytest.raises(SystemExit):
-                module.main()
-        return json.loads(capsys.readouterr().out)
-
-    return run
+    return load_library_module("os_server_lifetimes")

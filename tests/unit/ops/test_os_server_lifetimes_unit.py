@@ -264,9 +264,9 @@ def test_deleted_servers_ignored(lifetimes, cloud, run_module):
 # ------------------------------------------------------------------ os_pci_inventory (pure part)
 
 def test_pci_inventory_summary():
-    from conftest import load_module  # pylint: disable=import-outside-toplevel
+    from ogc_testlib import load_library_module  # pylint: disable=import-outside-toplevel
 
-    inv = load_module("os_pci_inventory")
+    inv = load_library_module("os_pci_inventory")
     providers = [{"uuid": "root", "name": "gpu01", "root_provider_uuid": "root"},
                  {"uuid": "d1", "name": "gpu01_0000:27:00.0", "root_provider_uuid": "root"},
                  {"uuid": "d2", "name": "gpu01_0000:44:00.0", "root_provider_uuid": "root"}]
