@@ -60,6 +60,10 @@ AUTH_OPTIONS = dict(
     system_scope=dict(type="str"),
 )
 
+# Progress keys that mean something was written (a failure after them reports changed=true).
+DONE_KEYS = ("created", "updated", "recreated", "replaced", "retired", "deleted", "enabled", "disabled",
+             "assigned")
+
 CONNECTION_OPTIONS = ("cloud", "auth", "auth_type", "region_name", "interface", "validate_certs",
                       "ca_cert", "api_timeout")
 
@@ -123,6 +127,11 @@ class CloudModule:
         self._conn = None
         # Progress, reported on failure so the operator knows what a re-run still has to do.
         self.progress = {}
+        # A module converging several kinds of resource (os_cloud) keeps one progress per section.
+        self.sections = []
+        # Projects a section would create in check mode (name -> placeholder): later sections of the same
+        # run treat them as existing and empty instead of failing on a project that is not there yet.
+        self.planned_projects = {}
         if not HAS_SDK:
             self.module.fail_json(msg=missing_required_lib("openstacksdk"), exception=SDK_IMPORT_ERROR)
 
@@ -171,17 +180,29 @@ class CloudModule:
         """Note one completed item (e.g. record('created', 'gpu_tiny'))."""
         self.progress.setdefault(key, []).append(item)
 
+    def start_section(self, name):
+        """From now on record() notes progress under this section (os_cloud: access, flavors, quotas)."""
+        self.progress = {}
+        self.sections.append((name, self.progress))
+
     def fail(self, msg, **extra):
         """fail_json with the progress so far (``changed`` true when something was already written)."""
-        result = dict(self.progress)
+        sections = self.sections or [(None, self.progress)]
+        if self.sections:
+            result = dict((name, dict(progress)) for name, progress in self.sections)
+            msg = "%s: %s" % (self.sections[-1][0], msg)
+        else:
+            result = dict(self.progress)
         result.update(extra)
         msg = msg.rstrip(".")
-        done = [item for key in ("created", "updated", "deleted", "recreated", "disabled") for item in
-                self.progress.get(key, [])]
+        done = []
+        for name, progress in sections:
+            words = ", ".join("%s %s" % (key, ", ".join(map(str, progress[key]))) for key in DONE_KEYS
+                              if progress.get(key))
+            if words:
+                done.append("%s%s" % ("%s: " % name if name else "", words))
         if done:
-            msg = "%s. Already done in this run: %s; a re-run finishes the job" % (msg, ", ".join(
-                "%s %s" % (key, ", ".join(map(str, self.progress[key]))) for key in
-                ("created", "updated", "recreated", "deleted", "disabled") if self.progress.get(key)))
+            msg = "%s. Already done in this run: %s; a re-run finishes the job" % (msg, "; ".join(done))
         self.module.fail_json(msg=msg, changed=bool(done), **result)
 
     def fail_sdk(self, exc, action, resource):
@@ -221,7 +242,8 @@ class CloudModule:
     def find_projects(self, names_or_ids):
         """{name or id: project} for the given projects, from ONE project listing.
 
-        Missing ones are absent from the answer; a name that exists in several domains is an error.
+        Missing ones are absent from the answer; a name that exists in several domains is an error. In
+        check mode a project an earlier section of this run would create is answered by a PlannedProject.
         """
         wanted = set(names_or_ids)
         if not wanted:
@@ -236,10 +258,27 @@ class CloudModule:
                     self.fail("project name '%s' exists in several domains: give its ID" % project.name,
                               failed_item=project.name)
                 found[project.name] = project
+        for name in wanted - set(found):
+            if name in self.planned_projects:
+                found[name] = self.planned_projects[name]
         return found
+
+    def plan_project(self, name):
+        """Check mode: note that this run would create project `name` (see find_projects)."""
+        self.planned_projects[name] = PlannedProject(name)
 
     def exit(self, changed, **result):
         self.module.exit_json(changed=changed, **result)
+
+
+class PlannedProject:
+    """A project check mode would create: it has no ID yet and holds nothing."""
+
+    planned = True
+
+    def __init__(self, name):
+        self.name = name
+        self.id = "(new project %s)" % name
 
 
 def _caused_by(exc, *names):

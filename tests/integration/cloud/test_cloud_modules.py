@@ -325,6 +325,62 @@ def test_images_upload_update_replace_and_retire(testcloud, conn, tmp_path, http
     assert old.name == retired_name and old.is_hidden is True and old.status == "active"
 
 
+def cloud_task(name, check=False, **sections):
+    task = {"name": name, "os_cloud": dict(cloud="ogc-test", **sections)}
+    if check:
+        task["check_mode"] = True
+    return task
+
+
+def test_os_cloud_converges_access_flavors_and_quotas_in_one_run(testcloud, conn, tmp_path):
+    access = {"projects": [{"name": "it-oc-team", "description": "os_cloud"}]}
+    tiny = {"name": "it_oc_gpu", "vcpus": 2, "ram": 1024, "disk": 10, "extra_specs": GPU1}
+    team = {"name": "it_oc_team", "vcpus": 1, "ram": 512, "is_public": False, "projects": ["it-oc-team"]}
+    flavors = {"flavors": [tiny, team], "known_aliases": ["tesla-v100"]}
+    quotas = {"projects": [{"project": "it-oc-team", "instances": 4, "cores": 16}]}
+    changed_flavors = dict(flavors, flavors=[dict(tiny, extra_specs={"pci_passthrough:alias": "tesla-v100:2"}), team])
+    changed_quotas = {"projects": [{"project": "it-oc-team", "instances": 5, "cores": 16}]}
+    bad_flavors = dict(flavors, flavors=[dict(tiny, extra_specs={"pci_passthrough:alias": "tesla-v100:x"})])
+    rc, res, out = testcloud.tasks(tmp_path, [
+        cloud_task("check on an empty cloud", check=True, access=access, flavors=flavors, quotas=quotas),
+        cloud_task("create", access=access, flavors=flavors, quotas=quotas),
+        cloud_task("again", access=access, flavors=flavors, quotas=quotas),
+        cloud_task("change check", check=True, access=access, flavors=changed_flavors, quotas=changed_quotas),
+        failing(cloud_task("bad", access=access, flavors=bad_flavors, quotas={"default_class": {"instances": -4}})),
+        cloud_task("change", access=access, flavors=changed_flavors, quotas=changed_quotas),
+    ], "--diff")
+    assert rc == 0, out
+    check = res["check on an empty cloud"]
+    assert check["changed"] is True and check["sections"] == ["access", "flavors", "quotas"]
+    assert check["access"]["created"] == ["project it-oc-team"]
+    assert check["flavors"]["changes"]["it_oc_team"][1] == "give access to projects (new project it-oc-team)"
+    assert check["quotas"]["changes"] == {"project it-oc-team": ["cores: None -> 16", "instances: None -> 4"]}
+    create = res["create"]
+    assert create["changed"] is True and create["access"]["created"] == ["project it-oc-team"]  # check wrote nothing
+    assert create["flavors"]["created"] == ["it_oc_gpu", "it_oc_team"]
+    assert create["quotas"]["updated"] == ["project it-oc-team"]
+    assert res["again"]["changed"] is False
+    assert res["again"]["flavors"]["unchanged"] == ["it_oc_gpu", "it_oc_team"]
+    assert res["change check"]["flavors"]["updated"] == ["it_oc_gpu"]
+    assert res["change check"]["quotas"]["changes"] == {"project it-oc-team": ["instances: 4 -> 5"]}
+    bad = res["bad"]
+    assert bad["failed"] is True and bad["msg"].startswith(
+        "flavors: invalid flavor declaration, nothing was written: flavors[0] (it_oc_gpu): extra spec "
+        "pci_passthrough:alias='tesla-v100:x' is malformed")
+    assert "; quotas: invalid quota declaration, nothing was written: default_class: instances=-4" in bad["msg"]
+    assert res["change"]["changed"] is True and res["change"]["flavors"]["updated"] == ["it_oc_gpu"]
+    assert res["change"]["access"]["unchanged"] == ["project it-oc-team"]
+
+    found = server_flavors(conn, prefix="it_oc_")
+    assert found["it_oc_gpu"].extra_specs == {"pci_passthrough:alias": "tesla-v100:2"}
+    project = conn.identity.find_project("it-oc-team")
+    assert [a["tenant_id"] for a in conn.compute.get_flavor_access(found["it_oc_team"])] == [project.id]
+    quota = conn.compute.get_quota_set(project.id)
+    assert (quota.instances, quota.cores) == (5, 16)
+    assert conn.compute.get_quota_class_set("default").instances != -4
+
+
+
 RECOVERY_INVENTORY = """\
 all:
   hosts:
@@ -366,8 +422,9 @@ def test_recovery_after_wiping_the_databases(testcloud, tmp_path):
 
     rc, res, out = testcloud.playbook("playbooks/cloud.yml", "-i", str(inventory))
     assert rc == 0, out
-    flavors_result = res["cloud_resources : Converge the declared flavors (one module run, one connection)"]
-    assert flavors_result["created"] == ["gpu_tiny", "gpu_4xlarge", "ci_medium"]
+    converged = res["cloud_resources : Converge projects and users, flavors, and quotas (one module run, one login)"]
+    assert converged["sections"] == ["access", "flavors", "quotas"]
+    assert converged["flavors"]["created"] == ["gpu_tiny", "gpu_4xlarge", "ci_medium"]
     found = {f.name: f for f in conn.compute.flavors(is_public=None)}
     assert sorted(found) == ["ci_medium", "gpu_4xlarge", "gpu_tiny"]
     assert found["gpu_4xlarge"].extra_specs == GPU1 and found["gpu_4xlarge"].ram == 65536

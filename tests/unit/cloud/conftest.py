@@ -33,3 +33,8 @@ def cloud_utils():
     import ansible.module_utils.openstack_cloud as utils  # pylint: disable=import-outside-toplevel
 
     return utils
+
+
+@pytest.fixture(scope="session")
+def os_cloud():
+    return load_library_module("os_cloud")

@@ -6,6 +6,7 @@ import json
 from types import SimpleNamespace
 
 import pytest
+from ansible.module_utils import cloud_access
 
 MARK = "managed by open-gpu-cloud allow-list"
 WRITES = ("create_project", "update_project", "create_user", "update_user", "assign_project_role_to_user",
@@ -16,25 +17,25 @@ def writes(conn):
     return [(name, c) for name in WRITES for c in getattr(conn.identity, name).call_args_list]
 
 
-def test_allow_list_file_errors_name_the_file(os_access, tmp_path):
+def test_allow_list_file_errors_name_the_file(tmp_path):
     missing = tmp_path / "nope.json"
     with pytest.raises(ValueError, match="cannot read the allow-list file .*nope.json"):
-        os_access.load_allow_list(str(missing))
+        cloud_access.load_allow_list(str(missing))
     bad = tmp_path / "bad.json"
     bad.write_text("[alice")
     with pytest.raises(ValueError, match="bad.json is not valid JSON"):
-        os_access.load_allow_list(str(bad))
+        cloud_access.load_allow_list(str(bad))
     wrong = tmp_path / "wrong.json"
     wrong.write_text('{"alice": 1}')
     with pytest.raises(ValueError, match="must hold a JSON list of logins"):
-        os_access.load_allow_list(str(wrong))
+        cloud_access.load_allow_list(str(wrong))
     good = tmp_path / "good.json"
     good.write_text(json.dumps(["alice", "bob-2"]))
-    assert os_access.load_allow_list(str(good)) == ["alice", "bob-2"]
+    assert cloud_access.load_allow_list(str(good)) == ["alice", "bob-2"]
 
 
-def test_validate_logins(os_access):
-    errors = os_access.validate(["alice", "Alice", "-bad", "a--b", "x" * 40, "ok-1"], [], [])
+def test_validate_logins():
+    errors = cloud_access.validate(["alice", "Alice", "-bad", "a--b", "x" * 40, "ok-1"], [], [])
     assert errors == ["allow-list entry 1 'Alice' duplicates entry 0 'alice'",
                       "allow-list entry 2 '-bad' is not a valid login (letters, digits and single hyphens, at most "
                       "39 characters)",
@@ -44,20 +45,20 @@ def test_validate_logins(os_access):
                       "39 characters)" % ("x" * 40)]
 
 
-def test_plan_creates_enables_disables_and_never_touches_unmanaged(os_access):
+def test_plan_creates_enables_disables_and_never_touches_unmanaged():
     users = {"alice": dict(id="a", description=MARK, enabled=True),
              "bob": dict(id="b", description=MARK, enabled=False),
              "carol": dict(id="c", description=MARK, enabled=True),
              "admin": dict(id="adm", description="", enabled=True),
              "dave": dict(id="d", description="by hand", enabled=True)}
-    actions = os_access.plan(["alice", "bob", "erin", "dave"], [dict(name="ci", description="CI", enabled=True)],
+    actions = cloud_access.plan(["alice", "bob", "erin", "dave"], [dict(name="ci", description="CI", enabled=True)],
                              {}, users, {("alice", "ci")}, ["ci"], MARK, True)
     assert [(k, label) for k, label, _ in actions] == [
         ("create_project", "project ci"), ("unchanged", "user alice"), ("enable_user", "user bob"),
         ("assign", None), ("create_user", "user erin"), ("assign", None), ("unmanaged", "user dave"),
         ("assign", None), ("disable_user", "user carol")]
     assert [d for k, _, d in actions if k == "assign"] == [("bob", "ci"), ("erin", "ci"), ("dave", "ci")]
-    no_disable = os_access.plan(["alice"], [], {}, users, {("alice", "ci")}, ["ci"], MARK, False)
+    no_disable = cloud_access.plan(["alice"], [], {}, users, {("alice", "ci")}, ["ci"], MARK, False)
     assert [k for k, _, _ in no_disable] == ["unchanged"]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from ansible.module_utils import cloud_quotas
 
 QUOTA_WRITES = ("update_quota_class_set", "update_quota_set")
 
@@ -34,8 +35,8 @@ ARGS = dict(cloud="ogc-test", default_class=dict(instances=15), projects=[dict(p
                                                                                 cores=-1)])
 
 
-def test_validate_rejects_negative_values_other_than_minus_one(os_quotas):
-    errors = os_quotas.validate(dict(instances=-2, cores=-1), [dict(project="p", ram=-5), dict(project="p", ram=1),
+def test_validate_rejects_negative_values_other_than_minus_one():
+    errors = cloud_quotas.validate(dict(instances=-2, cores=-1), [dict(project="p", ram=-5), dict(project="p", ram=1),
                                                                 dict(project="q")])
     assert errors == ["default_class: instances=-2 is negative; use -1 for unlimited or a value >= 0",
                       "projects[0] (p): ram=-5 is negative; use -1 for unlimited or a value >= 0",
@@ -45,8 +46,8 @@ def test_validate_rejects_negative_values_other_than_minus_one(os_quotas):
                       "injected_file_path_bytes)"]
 
 
-def test_difference_only_declared_keys(os_quotas):
-    assert os_quotas.difference({"instances": 15, "cores": 20}, {"instances": 10, "cores": 20, "ram": 1}) == {
+def test_difference_only_declared_keys():
+    assert cloud_quotas.difference({"instances": 15, "cores": 20}, {"instances": 10, "cores": 20, "ram": 1}) == {
         "instances": (10, 15)}
 
 

@@ -1,0 +1,270 @@
+# -*- coding: utf-8 -*-
+# Copyright: open-gpu-cloud contributors
+# Apache License 2.0 (see pyproject.toml)
+"""Projects, allow-listed users and role assignments as code.
+
+Used by os_access (access alone) and os_cloud (the access section)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import re
+
+
+LOGIN_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}$")
+
+ARGUMENT_SPEC = dict(
+    allow_list=dict(type="list", elements="str"),
+    allow_list_file=dict(type="path"),
+    disable_dropped=dict(type="bool", default=True),
+    managed_marker=dict(type="str", default="managed by open-gpu-cloud allow-list"),
+    projects=dict(type="list", elements="dict", default=[], options=dict(
+        name=dict(type="str", required=True),
+        description=dict(type="str"),
+        domain=dict(type="str", default="default"),
+        enabled=dict(type="bool", default=True),
+    )),
+    role_assignments=dict(type="list", elements="dict", default=[], options=dict(
+        user=dict(type="str", required=True),
+        project=dict(type="str", required=True),
+        role=dict(type="str", required=True),
+    )),
+    user_domain=dict(type="str", default="default"),
+    user_projects=dict(type="list", elements="str", default=[]),
+    user_role=dict(type="str", default="member"),
+)
+
+
+def load_allow_list(path):
+    """The logins in a JSON allow-list file; raises ValueError naming the file and the problem."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except OSError as exc:
+        raise ValueError("cannot read the allow-list file %s: %s" % (path, exc.strerror or exc))
+    except ValueError as exc:
+        raise ValueError("the allow-list file %s is not valid JSON: %s" % (path, exc))
+    if not isinstance(data, list) or not all(isinstance(item, str) for item in data):
+        raise ValueError("the allow-list file %s must hold a JSON list of logins (strings), e.g. [\"alice\", \"bob\"]"
+                         % path)
+    return data
+
+
+def validate(logins, projects, user_projects):
+    errors = []
+    seen = {}
+    for index, login in enumerate(logins):
+        if not LOGIN_RE.match(login):
+            errors.append("allow-list entry %d '%s' is not a valid login (letters, digits and single hyphens, "
+                          "at most 39 characters)" % (index, login))
+        key = login.lower()
+        if key in seen:
+            errors.append("allow-list entry %d '%s' duplicates entry %d '%s'" % (index, login, seen[key][0],
+                                                                               seen[key][1]))
+        seen.setdefault(key, (index, login))
+    names = set()
+    for index, project in enumerate(projects):
+        if project["name"] in names:
+            errors.append("projects[%d]: project '%s' is declared twice" % (index, project["name"]))
+        names.add(project["name"])
+    return errors
+
+
+def plan(logins, declared_projects, existing_projects, users, assigned, user_projects, marker, disable_dropped):
+    """The difference. Pure. existing_projects: {name: {id, description, enabled}}; users: {name: {id,
+    description, enabled}}; assigned: set of (user name, project name) already holding the user role.
+
+    Returns a list of actions: (kind, label, details)."""
+    actions = []
+    for project in declared_projects:
+        have = existing_projects.get(project["name"])
+        if have is None:
+            actions.append(("create_project", "project %s" % project["name"], project))
+            continue
+        changes = {}
+        if project.get("description") is not None and project["description"] != (have.get("description") or ""):
+            changes["description"] = project["description"]
+        if project["enabled"] != have["enabled"]:
+            changes["is_enabled"] = project["enabled"]
+        if changes:
+            actions.append(("update_project", "project %s" % project["name"], dict(have, changes=changes)))
+        else:
+            actions.append(("unchanged", "project %s" % project["name"], None))
+    on_list = set(logins)
+    for login in logins:
+        have = users.get(login)
+        if have is None:
+            actions.append(("create_user", "user %s" % login, login))
+        elif have["description"] != marker:
+            actions.append(("unmanaged", "user %s" % login, have))
+        elif not have["enabled"]:
+            actions.append(("enable_user", "user %s" % login, have))
+        else:
+            actions.append(("unchanged", "user %s" % login, None))
+        for project in user_projects:
+            if (login, project) not in assigned:
+                actions.append(("assign", None, (login, project)))
+    if disable_dropped:
+        for name in sorted(users):
+            have = users[name]
+            if name not in on_list and have["description"] == marker and have["enabled"]:
+                actions.append(("disable_user", "user %s" % name, have))
+    return actions
+
+
+# --------------------------------------------------------------------------- one section of a module run
+
+# allow_list and allow_list_file are two sources of the same list.
+MUTUALLY_EXCLUSIVE = [("allow_list", "allow_list_file")]
+
+
+def prepare(params):
+    """(logins, problem) from the module parameters: reads the allow-list file. Makes no API call.
+
+    problem is None, or the keyword arguments of CloudModule.fail() (msg, errors)."""
+    logins = params["allow_list"] or []
+    if params["allow_list_file"]:
+        try:
+            logins = load_allow_list(params["allow_list_file"])
+        except ValueError as exc:
+            return None, dict(msg="%s; nothing was written" % exc, errors=["%s" % exc])
+    errors = validate(logins, params["projects"], params["user_projects"])
+    if errors:
+        return None, dict(msg="invalid access declaration, nothing was written: " + "; ".join(errors), errors=errors)
+    return logins, None
+
+
+def converge(cm, params, logins):
+    """Read, compare and (unless check mode) apply; returns (changed, result) for exit_json."""
+    ident = cm.conn.identity
+    listed_projects = cm.call("listing", "projects", lambda: list(ident.projects()))
+    projects_by = {}
+    for project in listed_projects:
+        projects_by[project.id] = project
+        projects_by.setdefault(project.name, project)
+    existing_projects = dict((p.name, dict(id=p.id, description=p.description, enabled=bool(p.is_enabled)))
+                             for p in listed_projects if p.domain_id in
+                             set(d["domain"] for d in params["projects"]) | set(["default"]))
+    listed_users = cm.call("listing users of domain", params["user_domain"],
+                           lambda: list(ident.users(domain_id=params["user_domain"])))
+    users = dict((u.name, dict(id=u.id, description=u.description or "", enabled=bool(u.is_enabled)))
+                 for u in listed_users)
+    users_by_id = dict((u.id, u.name) for u in listed_users)
+
+    needs_role = bool(logins and params["user_projects"])
+    role = None
+    if needs_role:
+        role = cm.call("looking up role", params["user_role"], ident.find_role, params["user_role"])
+        if role is None:
+            cm.fail("role '%s' does not exist (user_role); nothing was written" % params["user_role"])
+    declared_names = set(p["name"] for p in params["projects"])
+    for name in params["user_projects"]:
+        if name not in declared_names and name not in projects_by:
+            cm.fail("user_projects names project '%s', which neither exists nor is declared in projects; nothing "
+                    "was written" % name)
+    assigned = set()
+    existing_targets = [n for n in params["user_projects"] if n in projects_by]
+    if needs_role and existing_targets:
+        lists = cm.read_all("listing role assignments on project", existing_targets,
+                            lambda n: list(ident.role_assignments(scope_project_id=projects_by[n].id,
+                                                                  role_id=role.id)))
+        for name, found in zip(existing_targets, lists):
+            for assignment in found:
+                user = users_by_id.get((assignment.user or {}).get("id"))
+                if user:
+                    assigned.add((user, name))
+
+    extra = []
+    for item in params["role_assignments"]:
+        if item["user"] not in users and item["user"] not in users_by_id and item["user"] not in logins:
+            cm.fail("role_assignments: user '%s' does not exist in domain %s; nothing was written"
+                    % (item["user"], params["user_domain"]))
+        if item["project"] not in projects_by and item["project"] not in declared_names:
+            cm.fail("role_assignments: project '%s' does not exist; nothing was written" % item["project"])
+        extra_role = cm.call("looking up role", item["role"], ident.find_role, item["role"])
+        if extra_role is None:
+            cm.fail("role_assignments: role '%s' does not exist; nothing was written" % item["role"])
+        extra.append((item, extra_role))
+
+    # Without an allow-list (neither option given) users are not managed: nobody is disabled.
+    manage_users = params["allow_list"] is not None or bool(params["allow_list_file"])
+    actions = plan(logins, params["projects"], existing_projects, users, assigned, params["user_projects"],
+                   params["managed_marker"], params["disable_dropped"] and manage_users)
+
+    # Extra assignments: checked per pair against the server (one HEAD-like list call each).
+    for item, extra_role in extra:
+        user_name = users_by_id.get(item["user"], item["user"])
+        project = projects_by.get(item["project"])
+        if project is not None and user_name in users:
+            found = cm.call("listing role assignments of", "user %s" % user_name, lambda: list(
+                ident.role_assignments(scope_project_id=project.id, user_id=users[user_name]["id"],
+                                       role_id=extra_role.id)))
+            if found:
+                continue
+        actions.append(("assign_extra", None, (user_name, item["project"], extra_role)))
+
+    result = dict(created=[], updated=[], enabled=[], disabled=[], assigned=[], unchanged=[], unmanaged=[])
+    before, after = {}, {}
+    changed = False
+    project_ids = dict((name, p.id) for name, p in projects_by.items())
+    user_ids = dict((name, u["id"]) for name, u in users.items())
+    for kind, label, detail in actions:
+        if kind == "unchanged":
+            cm.record("unchanged", label)
+            continue
+        if kind == "unmanaged":
+            cm.record("unmanaged", label)
+            cm.module.warn("%s exists without the marker '%s': it gets its roles but is never disabled by this "
+                           "module" % (label, params["managed_marker"]))
+            continue
+        changed = True
+        if kind == "create_project":
+            after[label] = dict(description=detail.get("description"), enabled=detail["enabled"])
+            if not cm.check_mode:
+                created = cm.call("creating", label, ident.create_project, name=detail["name"],
+                                  domain_id=detail["domain"], description=detail.get("description") or "",
+                                  is_enabled=detail["enabled"])
+                project_ids[detail["name"]] = created.id
+            else:
+                cm.plan_project(detail["name"])
+            cm.record("created", label)
+        elif kind == "update_project":
+            before[label] = dict((k, detail["description" if k == "description" else "enabled"])
+                                 for k in detail["changes"])
+            after[label] = dict(detail["changes"])
+            if not cm.check_mode:
+                cm.call("updating", label, ident.update_project, detail["id"], **detail["changes"])
+            cm.record("updated", label)
+        elif kind == "create_user":
+            after[label] = dict(enabled=True, description=params["managed_marker"])
+            if not cm.check_mode:
+                created = cm.call("creating", label, ident.create_user, name=detail, domain_id=params["user_domain"],
+                                  description=params["managed_marker"], is_enabled=True)
+                user_ids[detail] = created.id
+            cm.record("created", label)
+        elif kind in ("enable_user", "disable_user"):
+            enable = kind == "enable_user"
+            before[label], after[label] = dict(enabled=not enable), dict(enabled=enable)
+            if not cm.check_mode:
+                cm.call("enabling" if enable else "disabling", label, ident.update_user, detail["id"],
+                        is_enabled=enable)
+            cm.record("enabled" if enable else "disabled", label)
+        elif kind in ("assign", "assign_extra"):
+            if kind == "assign":
+                (user, project), role_obj = detail, role
+            else:
+                user, project, role_obj = detail
+            text = "%s to %s on %s" % (role_obj.name, user, project)
+            after.setdefault("assignments", []).append(text)
+            if not cm.check_mode:
+                cm.call("assigning role", text, ident.assign_project_role_to_user,
+                        project_ids.get(project, project), user_ids.get(user, user), role_obj.id)
+            cm.record("assigned", text)
+
+    result.update(cm.progress)
+    if cm.module._diff:
+        result["diff"] = dict(before=before, after=after)
+    return changed, result
+
