@@ -23,6 +23,7 @@ description:
   - Role assignments of a disabled user are kept (disabling is enough to stop access).
 version_added: "0.1.0"
 author: open-gpu-cloud contributors
+extends_documentation_fragment: [ogc_openstack]
 requirements:
   - openstacksdk >= 1.0
 options:
@@ -97,10 +98,6 @@ options:
     type: str
     default: member
 notes:
-  - "Connection options (shared by every os_* module): I(cloud) (a name in clouds.yaml), or I(auth)
-    (keystone auth options; C(password), C(token), C(application_credential_secret) are no_log),
-    I(auth_type), I(region_name), I(interface) (public, internal, admin), I(validate_certs),
-    I(ca_cert), I(api_timeout). Without I(cloud) and I(auth) the OS_CLOUD / OS_* environment applies."
   - Users get no password here; on a production cloud they log in through federation (e.g. GitHub via an
     identity provider); give test users passwords separately if needed.
   - Logins must look like GitHub logins (letters, digits, single hyphens, at most 39 characters); duplicates

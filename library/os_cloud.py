@@ -26,6 +26,7 @@ description:
     flavors and quotas sections, so a check run on an empty cloud shows the whole plan.
 version_added: "0.2.0"
 author: open-gpu-cloud contributors
+extends_documentation_fragment: [ogc_openstack]
 requirements:
   - openstacksdk >= 1.0
 options:
@@ -47,10 +48,6 @@ options:
         (C(default_class), C(projects)).
     type: dict
 notes:
-  - "Connection options (shared by every os_* module): I(cloud) (a name in clouds.yaml), or I(auth)
-    (keystone auth options; C(password), C(token), C(application_credential_secret) are no_log),
-    I(auth_type), I(region_name), I(interface) (public, internal, admin), I(validate_certs),
-    I(ca_cert), I(api_timeout). Without I(cloud) and I(auth) the OS_CLOUD / OS_* environment applies."
   - Needs admin rights.
   - Images are not a section (uploads take minutes and fail in their own ways); use M(os_images).
 attributes:

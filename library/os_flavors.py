@@ -26,6 +26,7 @@ description:
   - Check mode and diff mode use the same difference function as a real run.
 version_added: "0.1.0"
 author: open-gpu-cloud contributors
+extends_documentation_fragment: [ogc_openstack]
 requirements:
   - openstacksdk >= 1.0
 options:
@@ -111,10 +112,6 @@ options:
     default: false
 extends_documentation_fragment: []
 notes:
-  - "Connection options (shared by every os_* module): I(cloud) (a name in clouds.yaml), or I(auth)
-    (keystone auth options; C(password), C(token), C(application_credential_secret) are no_log),
-    I(auth_type), I(region_name), I(interface) (public, internal, admin), I(validate_certs),
-    I(ca_cert), I(api_timeout). Without I(cloud) and I(auth) the OS_CLOUD / OS_* environment applies."
   - Needs admin rights (flavor management is admin-only by Nova's default policy).
 attributes:
   check_mode:

@@ -26,6 +26,7 @@ description:
     hash them, downloads nothing).
 version_added: "0.1.0"
 author: open-gpu-cloud contributors
+extends_documentation_fragment: [ogc_openstack]
 requirements:
   - openstacksdk >= 1.0
 options:
@@ -80,10 +81,6 @@ options:
     type: int
     default: 900
 notes:
-  - "Connection options (shared by every os_* module): I(cloud) (a name in clouds.yaml), or I(auth)
-    (keystone auth options; C(password), C(token), C(application_credential_secret) are no_log),
-    I(auth_type), I(region_name), I(interface) (public, internal, admin), I(validate_certs),
-    I(ca_cert), I(api_timeout). Without I(cloud) and I(auth) the OS_CLOUD / OS_* environment applies."
   - Properties not declared are left as they are (Glance and openstacksdk keep their own there).
 attributes:
   check_mode:

@@ -23,6 +23,7 @@ description:
   - Totals are summed per compute host (the root provider's name, which is the hypervisor name).
 version_added: "0.1.0"
 author: open-gpu-cloud contributors
+extends_documentation_fragment: [ogc_openstack]
 requirements:
   - openstacksdk >= 1.0
 options:
@@ -33,10 +34,6 @@ options:
     elements: str
     default: ["CUSTOM_PCI_*", "PGPU", "VGPU"]
 notes:
-  - "Connection options (shared by every os_* module): I(cloud) (a name in clouds.yaml), or I(auth)
-    (keystone auth options; C(password), C(token), C(application_credential_secret) are no_log),
-    I(auth_type), I(region_name), I(interface) (public, internal, admin), I(validate_certs),
-    I(ca_cert), I(api_timeout). Without I(cloud) and I(auth) the OS_CLOUD / OS_* environment applies."
   - Needs admin rights (hypervisors and placement are admin APIs).
 attributes:
   check_mode:

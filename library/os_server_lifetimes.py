@@ -32,6 +32,7 @@ description:
     C(acted) with what it did (and C(would_act) with the same servers).
 version_added: "0.1.0"
 author: open-gpu-cloud contributors
+extends_documentation_fragment: [ogc_openstack]
 requirements:
   - openstacksdk >= 1.0
 options:
@@ -92,10 +93,6 @@ options:
     type: bool
     default: true
 notes:
-  - "Connection options (shared by every os_* module): I(cloud) (a name in clouds.yaml), or I(auth)
-    (keystone auth options; C(password), C(token), C(application_credential_secret) are no_log),
-    I(auth_type), I(region_name), I(interface) (public, internal, admin), I(validate_certs),
-    I(ca_cert), I(api_timeout). Without I(cloud) and I(auth) the OS_CLOUD / OS_* environment applies."
   - Needs admin rights (listing servers of every project).
   - A shelved server keeps its disk and addresses but frees its host's CPUs, memory and GPUs; its owner
     brings it back with C(openstack server unshelve).

@@ -1,12 +1,19 @@
-"""Helpers shared by the tests: the repo's paths and loading its modules and filters by file path."""
+"""Helpers shared by the tests: the repo's paths, loading its modules and filters by file path, and the
+handle on a running test cloud."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import subprocess
+import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "fixtures", "hosts")
+TESTCLOUD = os.path.join(ROOT, "scripts", "testcloud.sh")
+ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 
 
 def load_source(name: str, relpath: str):
@@ -20,3 +27,89 @@ def load_source(name: str, relpath: str):
 def load_library_module(name: str):
     """Import library/<name>.py (a module of ours) for in-process tests."""
     return load_source(name, os.path.join("library", name + ".py"))
+
+
+class TestCloudHandle:
+    """Handle on a running test cloud (scripts/testcloud.sh): its clouds.yaml, SDK connections, playbook runs.
+
+    The integration conftests start one per session (tests/integration/cloud: Keystone, Nova API, Glance;
+    tests/integration/ops: the same plus the compute services).
+    """
+
+    __test__ = False
+
+    def __init__(self, state_dir):
+        self.dir = str(state_dir)
+        self.clouds_yaml = os.path.join(self.dir, "clouds.yaml")
+        self.timings = {}
+
+    def script(self, *args):
+        """Run scripts/testcloud.sh ARGS --dir <state dir>; fails the test with its output on an error."""
+        import pytest  # pylint: disable=import-outside-toplevel
+
+        started = time.time()
+        proc = subprocess.run([TESTCLOUD, *args, "--dir", self.dir], capture_output=True, text=True, check=False,
+                              cwd=ROOT, timeout=900)
+        self.timings.setdefault(args[0], []).append(round(time.time() - started, 1))
+        if proc.returncode:
+            pytest.fail(f"scripts/testcloud.sh {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        return proc.stdout
+
+    def connect(self, project=None):
+        """An openstacksdk connection as admin (or scoped to `project`)."""
+        import openstack  # pylint: disable=import-outside-toplevel
+
+        config = openstack.config.OpenStackConfig(config_files=[self.clouds_yaml], load_envvars=False)
+        kwargs = {"auth": {"project_name": project}} if project else {}
+        return openstack.connection.Connection(config=config.get_one(cloud="ogc-test", **kwargs))
+
+    def env(self):
+        env = dict(os.environ)
+        env.update(ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), OS_CLIENT_CONFIG_FILE=self.clouds_yaml,
+                   ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_NOCOLOR="1",
+                   ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false")
+        env.pop("OS_CLOUD", None)
+        return env
+
+    def _run(self, path, *args):
+        """Run ansible-playbook; returns (rc, [localhost task results in order], {name: result}, stdout)."""
+        import pytest  # pylint: disable=import-outside-toplevel
+
+        proc = subprocess.run([ANSIBLE_PLAYBOOK, path, *args], capture_output=True, text=True, check=False,
+                              cwd=ROOT, env=self.env(), timeout=600)
+        try:
+            # The JSON document comes first; other callbacks (e.g. ogc_changes) may print after it.
+            out, _end = json.JSONDecoder().raw_decode(proc.stdout.lstrip())
+        except ValueError:
+            pytest.fail(f"ansible-playbook printed no JSON (rc {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        ordered, by_name = [], {}
+        for play in out["plays"]:
+            for task in play["tasks"]:
+                res = task["hosts"].get("localhost")
+                if res is not None:
+                    ordered.append(res)
+                    by_name[task["task"]["name"]] = res
+        return proc.returncode, ordered, by_name, proc.stdout
+
+    def playbook(self, path, *args):
+        """Run ansible-playbook; returns (rc, {task name: localhost result}, raw stdout)."""
+        rc, _ordered, by_name, stdout = self._run(path, *args)
+        return rc, by_name, stdout
+
+    def _write_play(self, tmp_path, tasks, name):
+        play = [{"name": "integration", "hosts": "localhost", "gather_facts": False,
+                 "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
+                 "tasks": tasks}]
+        path = tmp_path / name
+        path.write_text(json.dumps(play, indent=1))
+        return str(path)
+
+    def tasks(self, tmp_path, tasks, *args, name="play.yml"):
+        """Run these tasks on localhost (local connection, this interpreter); results by task name."""
+        rc, _ordered, by_name, stdout = self._run(self._write_play(tmp_path, tasks, name), "-i", "localhost,", *args)
+        return rc, by_name, stdout
+
+    def tasks_in_order(self, tmp_path, tasks, *args, name="play.yml"):
+        """Like tasks(), with the results as a list in task order."""
+        rc, ordered, _by_name, stdout = self._run(self._write_play(tmp_path, tasks, name), "-i", "localhost,", *args)
+        return rc, ordered, stdout

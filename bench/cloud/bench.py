@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Converge 50 flavors + the default quota class + 10 project quotas three ways, against one test cloud.
+"""Converge 50 flavors + the default quota class + 10 project quotas several ways, against one test cloud.
 
-    .venv/bin/python bench/cloud/bench.py [--dir DIR] [--keep] [--out bench/cloud/results.json]
+    .venv/bin/python bench/cloud/bench.py [--dir DIR] [--keep] [--ways ...] [--rounds 3] [--out FILE]
 
 Ways, each timed end to end (process start to exit) on a first run and on a no-op re-run:
   modules     ansible-playbook, one play, one task: os_cloud with the flavors section (50 flavors) and the quotas
@@ -15,9 +15,12 @@ Ways, each timed end to end (process start to exit) on a first run and on a no-o
               `openstack quota set --class ... default`, `openstack quota set ... PROJECT`; its re-run is the
               idempotent variant (`flavor show || flavor create`, then the same `set` commands)
 
-Between ways the bench flavors are deleted and the quotas reset, so every first run starts from the same
-state; after every run the server state is checked against the declaration. Run with the toolkit venv
-(ansible, openstack.cloud 2.5.0, openstacksdk 4.10.0); the `openstack` CLI comes from the services venv.
+Before each way's first run the bench flavors are deleted and the quotas reset, so every first run starts
+from the same state, and the server state is checked against the declaration after it. Then come --rounds
+rounds of no-op re-runs, every way once per round, interleaved (all ways converge to the same state); the
+no-op ratios are taken within each round and the median round is reported, so a slow spell of a shared
+machine hits both sides of a ratio. Run with the toolkit venv (ansible, openstack.cloud 2.5.0,
+openstacksdk 4.10.0); the `openstack` CLI comes from the services venv.
 """
 
 import argparse
@@ -201,14 +204,42 @@ class Bench:
                              % (way, "; ".join(problems[:10])))
 
 
+def median(values):
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return round(ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2, 2)
+
+
+def bench_way(bench, way, flavors, quota_class, projects, openstack_cli):
+    """(first run, no-op re-run) of one way, as functions returning Bench.timed()'s tuple."""
+    if way in ("modules", "modules_separate"):
+        content = (modules_play if way == "modules" else modules_separate_play)(flavors, quota_class, projects)
+
+        def again():
+            sample = bench.playbook("%s no-op" % way, content)
+            if "changed=0" not in sample[1]:
+                raise SystemExit("bench: the modules' re-run changed something:\n" + sample[1][-2000:])
+            return sample
+
+        return (lambda: bench.playbook("%s first" % way, content)), again
+    if way == "osc_loop":
+        content = osc_play(flavors, quota_class, projects, openstack_cli)
+        return (lambda: bench.playbook("osc_loop first", content)), (lambda: bench.playbook("osc_loop no-op", content))
+    if way == "cli_loop":
+        first = cli_script(flavors, quota_class, projects, openstack_cli, False)
+        rerun = cli_script(flavors, quota_class, projects, openstack_cli, True)
+        return (lambda: bench.script("cli_loop first", first)), (lambda: bench.script("cli_loop re-run", rerun))
+    raise SystemExit("bench: unknown way %s" % way)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--dir", help="test cloud state dir (default: a temporary one, stopped at the end)")
     parser.add_argument("--keep", action="store_true", help="leave the test cloud running")
     parser.add_argument("--out", default=os.path.join(ROOT, "bench", "cloud", "results.json"))
     parser.add_argument("--ways", default="modules,modules_separate,osc_loop,cli_loop")
-    parser.add_argument("--repeat", type=int, default=5,
-                        help="no-op re-runs of the modules ways (the median is reported; default 5)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds of no-op re-runs, every way once per round (the median round is reported)")
     args = parser.parse_args()
 
     venv = subprocess.run([os.path.join(ROOT, "scripts", "openstack-venv.sh")], capture_output=True, text=True,
@@ -230,38 +261,27 @@ def main():
         bench.setup_projects(projects)
         defaults = bench.conn.compute.get_quota_class_set("default")
         class_defaults = {k: getattr(defaults, k) for k in quota_class}
-        for way in args.ways.split(","):
+        ways = args.ways.split(",")
+        plans = dict((way, bench_way(bench, way, flavors, quota_class, projects, openstack_cli)) for way in ways)
+        # First runs, each from the same clean state.
+        for way in ways:
             bench.reset(projects, class_defaults)
             print("%s:" % way, flush=True)
-            if way in ("modules", "modules_separate"):
-                content = (modules_play if way == "modules" else modules_separate_play)(flavors, quota_class, projects)
-                first = bench.playbook("%s first" % way, content)
-                bench.verify(way, flavors, quota_class, projects)
-                # A no-op run of these modules is a few seconds, so a single sample is at the mercy of whatever
-                # else the machine does: take --repeat samples and report the median one (all are kept).
-                samples = []
-                for _ in range(args.repeat):
-                    sample = bench.playbook("%s no-op" % way, content)
-                    if "changed=0" not in sample[1]:
-                        raise SystemExit("bench: the modules' re-run changed something:\n" + sample[1][-2000:])
-                    samples.append(sample)
-                again = sorted(samples, key=lambda sample: sample[0])[len(samples) // 2]
-                results.setdefault("noop_samples", {})[way] = [
-                    {"wall_s": sample[0], "cpu_s": sample[3], "load": sample[2]} for sample in samples]
-            elif way == "osc_loop":
-                content = osc_play(flavors, quota_class, projects, openstack_cli)
-                first = bench.playbook("osc_loop first", content)
-                bench.verify(way, flavors, quota_class, projects)
-                again = bench.playbook("osc_loop no-op", content)
-            elif way == "cli_loop":
-                first = bench.script("cli_loop first", cli_script(flavors, quota_class, projects, openstack_cli, False))
-                bench.verify(way, flavors, quota_class, projects)
-                again = bench.script("cli_loop re-run", cli_script(flavors, quota_class, projects, openstack_cli, True))
-            else:
-                raise SystemExit("bench: unknown way %s" % way)
+            first = plans[way][0]()
             bench.verify(way, flavors, quota_class, projects)
-            results["ways"][way] = {"first_s": first[0], "rerun_s": again[0], "load_first": first[2],
-                                    "load_rerun": again[2], "first_cpu_s": first[3], "rerun_cpu_s": again[3]}
+            results["ways"][way] = {"first_s": first[0], "first_cpu_s": first[3], "load_first": first[2],
+                                    "rerun_samples": []}
+        # No-op re-runs. Every way converges to the same declaration, so the state is now converged for all of
+        # them. Each round re-runs every way once, one after the other: a slow spell of this shared machine
+        # then hits all ways alike, and the ratio is taken within a round (the median round is reported).
+        for round_ in range(1, args.rounds + 1):
+            print("no-op round %d:" % round_, flush=True)
+            for way in ways:
+                again = plans[way][1]()
+                results["ways"][way]["rerun_samples"].append({"wall_s": again[0], "cpu_s": again[3],
+                                                              "load": again[2]})
+        for way in ways:
+            bench.verify(way, flavors, quota_class, projects)
         bench.reset(projects, class_defaults)
     finally:
         if not args.keep:
@@ -270,15 +290,23 @@ def main():
             if not args.dir:
                 shutil.rmtree(state_dir, ignore_errors=True)
     ways = results["ways"]
+    for way, data in ways.items():
+        data["rerun_s"] = median([sample["wall_s"] for sample in data["rerun_samples"]])
+        data["rerun_cpu_s"] = median([sample["cpu_s"] for sample in data["rerun_samples"]])
     if "modules" in ways:
+        base = ways["modules"]
         for other in ("modules_separate", "osc_loop", "cli_loop"):
-            if other in ways:
-                results["ratio_first_%s_vs_modules" % other] = round(ways[other]["first_s"] / ways["modules"]["first_s"], 1)
-                results["ratio_rerun_%s_vs_modules" % other] = round(ways[other]["rerun_s"] / ways["modules"]["rerun_s"], 1)
-                results["ratio_cpu_first_%s_vs_modules" % other] = round(
-                    ways[other]["first_cpu_s"] / ways["modules"]["first_cpu_s"], 1)
-                results["ratio_cpu_rerun_%s_vs_modules" % other] = round(
-                    ways[other]["rerun_cpu_s"] / ways["modules"]["rerun_cpu_s"], 1)
+            if other not in ways:
+                continue
+            data = ways[other]
+            results["ratio_first_%s_vs_modules" % other] = round(data["first_s"] / base["first_s"], 1)
+            results["ratio_cpu_first_%s_vs_modules" % other] = round(data["first_cpu_s"] / base["first_cpu_s"], 1)
+            pairs = list(zip(data["rerun_samples"], base["rerun_samples"]))
+            results["ratio_rerun_%s_vs_modules" % other] = round(median([a["wall_s"] / b["wall_s"] for a, b in pairs]), 1)
+            results["ratio_cpu_rerun_%s_vs_modules" % other] = round(
+                median([a["cpu_s"] / b["cpu_s"] for a, b in pairs]), 1)
+            results["ratio_rerun_%s_vs_modules_per_round" % other] = [round(a["wall_s"] / b["wall_s"], 1)
+                                                                      for a, b in pairs]
     results["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     results["load_average_at_end"] = [round(x, 1) for x in os.getloadavg()]
     with open(args.out, "w", encoding="utf-8") as handle:

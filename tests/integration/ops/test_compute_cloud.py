@@ -76,7 +76,7 @@ def test_lifetimes_check_shelve_delete_idempotent(compute_cloud, world, tmp_path
                                                                                    "max_age_hours": 1}]),
          "ignore_errors": True},
     ]
-    rc, results, raw = compute_cloud.tasks(tmp_path, tasks)
+    rc, results, raw = compute_cloud.tasks_in_order(tmp_path, tasks)
     assert rc == 0, raw
     check, after_check, real, again, unknown = results
 
@@ -137,7 +137,7 @@ def test_gpu_alias_through_the_scheduler(world):
 
 def test_nova_pci_view_from_placement(compute_cloud, world, tmp_path):
     """os_pci_inventory: the fake host's two V100 are counted in placement, one used by gpu-v100."""
-    rc, results, raw = compute_cloud.tasks(tmp_path, [
+    rc, results, raw = compute_cloud.tasks_in_order(tmp_path, [
         {"name": "view", "os_pci_inventory": {"cloud": "ogc-test"}, "check_mode": True}])
     assert rc == 0, raw
     view = results[0]
