@@ -440,4 +440,10 @@ def test_recovery_after_wiping_the_databases(testcloud, tmp_path):
     assert images["ci-image"].status == "active" and images["ci-image"].hw_machine_type == "q35"
     rc, res, out = testcloud.playbook("playbooks/cloud.yml", "-i", str(inventory))
     assert rc == 0 and '"changed": true' not in out, out
+    # A section's tag limits os_cloud to that section (the checks still run).
+    rc, res, out = testcloud.playbook("playbooks/cloud.yml", "-i", str(inventory), "--tags", "cloud_resources_flavors")
+    assert rc == 0, out
+    converged = res["cloud_resources : Converge projects and users, flavors, and quotas (one module run, one login)"]
+    assert converged["sections"] == ["flavors"] and converged["changed"] is False
+    assert "cloud_resources : Decide the PCI aliases flavors may ask for" in res
     conn.close()
