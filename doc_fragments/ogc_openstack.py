@@ -64,3 +64,13 @@ options:
     description: Seconds to wait for one API call.
     type: int
 """
+
+    # extends_documentation_fragment: [ogc_openstack, ogc_openstack.check_and_diff] for a module whose check
+    # mode and diff mode use the same difference as a real run.
+    CHECK_AND_DIFF = r"""
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+"""

@@ -23,7 +23,7 @@ description:
   - Role assignments of a disabled user are kept (disabling is enough to stop access).
 version_added: "0.1.0"
 author: open-gpu-cloud contributors
-extends_documentation_fragment: [ogc_openstack]
+extends_documentation_fragment: [ogc_openstack, ogc_openstack.check_and_diff]
 requirements:
   - openstacksdk >= 1.0
 options:
@@ -102,11 +102,6 @@ notes:
     identity provider); give test users passwords separately if needed.
   - Logins must look like GitHub logins (letters, digits, single hyphens, at most 39 characters); duplicates
     that differ only in case are rejected.
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
 """
 
 EXAMPLES = r"""

@@ -26,7 +26,7 @@ description:
     flavors and quotas sections, so a check run on an empty cloud shows the whole plan.
 version_added: "0.2.0"
 author: open-gpu-cloud contributors
-extends_documentation_fragment: [ogc_openstack]
+extends_documentation_fragment: [ogc_openstack, ogc_openstack.check_and_diff]
 requirements:
   - openstacksdk >= 1.0
 options:
@@ -50,11 +50,6 @@ options:
 notes:
   - Needs admin rights.
   - Images are not a section (uploads take minutes and fail in their own ways); use M(os_images).
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
 """
 
 EXAMPLES = r"""

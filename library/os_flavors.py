@@ -26,7 +26,7 @@ description:
   - Check mode and diff mode use the same difference function as a real run.
 version_added: "0.1.0"
 author: open-gpu-cloud contributors
-extends_documentation_fragment: [ogc_openstack]
+extends_documentation_fragment: [ogc_openstack, ogc_openstack.check_and_diff]
 requirements:
   - openstacksdk >= 1.0
 options:
@@ -113,11 +113,6 @@ options:
 extends_documentation_fragment: []
 notes:
   - Needs admin rights (flavor management is admin-only by Nova's default policy).
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
 """
 
 EXAMPLES = r"""

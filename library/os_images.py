@@ -26,7 +26,7 @@ description:
     hash them, downloads nothing).
 version_added: "0.1.0"
 author: open-gpu-cloud contributors
-extends_documentation_fragment: [ogc_openstack]
+extends_documentation_fragment: [ogc_openstack, ogc_openstack.check_and_diff]
 requirements:
   - openstacksdk >= 1.0
 options:
@@ -82,11 +82,6 @@ options:
     default: 900
 notes:
   - Properties not declared are left as they are (Glance and openstacksdk keep their own there).
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
 """
 
 EXAMPLES = r"""
