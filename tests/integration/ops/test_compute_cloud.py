@@ -102,9 +102,11 @@ def test_lifetimes_check_shelve_delete_idempotent(compute_cloud, world, tmp_path
     for name in ("ci-exempt", "ci-kept", "admin-vm"):
         assert admin.compute.get_server(servers[name]).status == "ACTIVE", name
 
-    # Again: nothing to do; the shelved server is reported as such.
+    # Again: nothing to do; the shelved server is reported as such. The re-run comes right after the shelve, in
+    # the same play, so Nova may not have offloaded it yet: either shelved state is "already shelved".
     assert again["changed"] is False and again["acted"] == [] and again["would_act"] == []
-    assert [(e["name"], e["reason"]) for e in again["not_acted"]] == [("ci-old", "already shelved (SHELVED_OFFLOADED)")]
+    assert [(e["name"], e["reason"]) for e in again["not_acted"]] in (
+        [("ci-old", "already shelved (SHELVED_OFFLOADED)")], [("ci-old", "already shelved (SHELVED)")])
 
     # An unknown project fails before any server is read.
     assert unknown["failed"] is True
