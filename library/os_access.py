@@ -155,17 +155,12 @@ unmanaged:
   elements: str
 """
 
-from ansible.module_utils.openstack_cloud import CloudModule
-from ansible.module_utils.cloud_access import ARGUMENT_SPEC, MUTUALLY_EXCLUSIVE, converge, prepare
+from ansible.module_utils import cloud_access
+from ansible.module_utils.openstack_cloud import run_module
 
 
 def main():
-    cm = CloudModule(ARGUMENT_SPEC, mutually_exclusive=MUTUALLY_EXCLUSIVE)
-    declared, problem = prepare(cm.params)
-    if problem:
-        cm.fail(**problem)
-    changed, result = converge(cm, cm.params, declared)
-    cm.exit(changed, **result)
+    run_module(cloud_access, mutually_exclusive=cloud_access.MUTUALLY_EXCLUSIVE)
 
 
 if __name__ == "__main__":

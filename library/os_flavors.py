@@ -110,7 +110,6 @@ options:
     description: Allow delete + create when an immutable field differs (the flavor ID changes).
     type: bool
     default: false
-extends_documentation_fragment: []
 notes:
   - Needs admin rights (flavor management is admin-only by Nova's default policy).
 """
@@ -177,17 +176,12 @@ flavors:
   elements: dict
 """
 
-from ansible.module_utils.openstack_cloud import CloudModule
-from ansible.module_utils.cloud_flavors import ARGUMENT_SPEC, converge, prepare
+from ansible.module_utils import cloud_flavors
+from ansible.module_utils.openstack_cloud import run_module
 
 
 def main():
-    cm = CloudModule(ARGUMENT_SPEC)
-    declared, problem = prepare(cm.params)
-    if problem:
-        cm.fail(**problem)
-    changed, result = converge(cm, cm.params, declared)
-    cm.exit(changed, **result)
+    run_module(cloud_flavors)
 
 
 if __name__ == "__main__":

@@ -138,17 +138,12 @@ changes:
   sample: {"class default": ["instances: 10 -> 15"]}
 """
 
-from ansible.module_utils.openstack_cloud import CloudModule
-from ansible.module_utils.cloud_quotas import ARGUMENT_SPEC, converge, prepare
+from ansible.module_utils import cloud_quotas
+from ansible.module_utils.openstack_cloud import run_module
 
 
 def main():
-    cm = CloudModule(ARGUMENT_SPEC)
-    declared, problem = prepare(cm.params)
-    if problem:
-        cm.fail(**problem)
-    changed, result = converge(cm, cm.params, declared)
-    cm.exit(changed, **result)
+    run_module(cloud_quotas)
 
 
 if __name__ == "__main__":

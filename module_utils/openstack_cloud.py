@@ -271,6 +271,20 @@ class CloudModule:
         self.module.exit_json(changed=changed, **result)
 
 
+def run_module(logic, **module_kwargs):
+    """main() of a module for one kind of resource (os_access, os_flavors, os_quotas).
+
+    `logic` is its module_utils module (cloud_access, ...): ARGUMENT_SPEC, prepare(params) -> (declared,
+    problem) and converge(cm, params, declared) -> (changed, result). os_cloud runs several of them in one go.
+    """
+    cm = CloudModule(logic.ARGUMENT_SPEC, **module_kwargs)
+    declared, problem = logic.prepare(cm.params)
+    if problem:
+        cm.fail(**problem)
+    changed, result = logic.converge(cm, cm.params, declared)
+    cm.exit(changed, **result)
+
+
 class PlannedProject:
     """A project check mode would create: it has no ID yet and holds nothing."""
 
