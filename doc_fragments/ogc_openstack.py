@@ -63,6 +63,8 @@ options:
   api_timeout:
     description: Seconds to wait for one API call.
     type: int
+requirements:
+  - openstacksdk >= 1.0
 """
 
     # extends_documentation_fragment: [ogc_openstack, ogc_openstack.check_and_diff] for a module whose check
@@ -73,4 +75,14 @@ attributes:
     support: full
   diff_mode:
     support: full
+"""
+
+    # extends_documentation_fragment: [ogc_openstack, ogc_openstack.check_only] for a module that supports
+    # check mode but has no diff to show.
+    CHECK_ONLY = r"""
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
 """

@@ -24,8 +24,6 @@ description:
 version_added: "0.1.0"
 author: open-gpu-cloud contributors
 extends_documentation_fragment: [ogc_openstack, ogc_openstack.check_and_diff]
-requirements:
-  - openstacksdk >= 1.0
 options:
   allow_list:
     description:

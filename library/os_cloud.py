@@ -27,8 +27,6 @@ description:
 version_added: "0.2.0"
 author: open-gpu-cloud contributors
 extends_documentation_fragment: [ogc_openstack, ogc_openstack.check_and_diff]
-requirements:
-  - openstacksdk >= 1.0
 options:
   access:
     description:

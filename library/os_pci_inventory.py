@@ -23,9 +23,7 @@ description:
   - Totals are summed per compute host (the root provider's name, which is the hypervisor name).
 version_added: "0.1.0"
 author: open-gpu-cloud contributors
-extends_documentation_fragment: [ogc_openstack]
-requirements:
-  - openstacksdk >= 1.0
+extends_documentation_fragment: [ogc_openstack, ogc_openstack.check_only]
 options:
   resource_classes:
     description:
@@ -35,11 +33,6 @@ options:
     default: ["CUSTOM_PCI_*", "PGPU", "VGPU"]
 notes:
   - Needs admin rights (hypervisors and placement are admin APIs).
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
 """
 
 EXAMPLES = r"""

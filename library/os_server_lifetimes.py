@@ -32,9 +32,7 @@ description:
     C(acted) with what it did (and C(would_act) with the same servers).
 version_added: "0.1.0"
 author: open-gpu-cloud contributors
-extends_documentation_fragment: [ogc_openstack]
-requirements:
-  - openstacksdk >= 1.0
+extends_documentation_fragment: [ogc_openstack, ogc_openstack.check_only]
 options:
   default_action:
     description: Action for policy items without their own I(action), and for the default.
@@ -96,11 +94,6 @@ notes:
   - Needs admin rights (listing servers of every project).
   - A shelved server keeps its disk and addresses but frees its host's CPUs, memory and GPUs; its owner
     brings it back with C(openstack server unshelve).
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
 """
 
 EXAMPLES = r"""
