@@ -53,8 +53,10 @@ def test_settings_to_change_are_marked_and_secrets_are_vaulted(name):
     assert not os.path.exists(os.path.join(inv, "group_vars", "all", "vault.yml")), "never commit a plain vault"
     example = load(os.path.join(inv, "group_vars", "all", "vault.yml.example"))
     passthrough = open(os.path.join(inv, "group_vars", "gpu_hosts", "passthrough.yml"), encoding="utf-8").read()
-    for secret in example:
-        assert secret in passthrough  # referenced from the vault, not written in clear
+    site = open(os.path.join(ROOT, "group_vars", "all", "main.yml"), encoding="utf-8").read()
+    for secret, value in example.items():
+        assert secret in site  # the site defaults reference the vault
+        assert str(value) not in passthrough  # never written in clear in the inventory
     assert "passthrough_host_allow_reboot: false" in passthrough
 
 
