@@ -89,7 +89,7 @@ sections:
   sample: [access, flavors, quotas]
 """
 
-from ansible.module_utils.openstack_cloud import CloudModule
+from ansible.module_utils.openstack_cloud import CloudModule, converge
 from ansible.module_utils import cloud_access, cloud_flavors, cloud_quotas
 
 # Order matters: projects first (flavor access and quotas name them), then flavors, then quotas.
@@ -123,7 +123,7 @@ def main():
     diffs = []
     for name, logic, params, declared in prepared:
         cm.start_section(name)
-        section_changed, section_result = logic.converge(cm, params, declared)
+        section_changed, section_result = converge(cm, logic, params, declared)
         changed = changed or section_changed
         diff = section_result.pop("diff", None)
         if diff is not None:
