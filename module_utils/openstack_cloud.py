@@ -316,15 +316,17 @@ class Action:
 
 
 class Plan:
-    """What make_plan() answers: the ordered actions, the Ansible diff (before/after of what changes), a
-    problem that stops the run before any write (the keyword arguments of CloudModule.fail), warnings."""
+    """What make_plan() answers: the ordered actions; the Ansible diff (before/after of what changes; None
+    for a module without diff support); a problem that stops the run before any write (the keyword
+    arguments of CloudModule.fail); warnings; details the report needs besides the actions."""
 
-    def __init__(self, actions=(), before=None, after=None, problem=None, warnings=()):
+    def __init__(self, actions=(), before=None, after=None, problem=None, warnings=(), details=None):
         self.actions = list(actions)
-        self.before = before if before is not None else {}
-        self.after = after if after is not None else {}
+        self.before = before
+        self.after = after
         self.problem = problem
         self.warnings = list(warnings)
+        self.details = details if details is not None else {}
 
     @property
     def changed(self):
@@ -336,7 +338,9 @@ class Plan:
 
     @property
     def diff(self):
-        return dict(before=self.before, after=self.after)
+        if self.before is None and self.after is None:
+            return None
+        return dict(before=self.before or {}, after=self.after or {})
 
 
 def converge(cm, logic, params, declared):
@@ -367,7 +371,7 @@ def converge(cm, logic, params, declared):
     if changed and not cm.check_mode and hasattr(logic, "finish"):
         logic.finish(cm, params, state, applied)
     result = logic.report(params, declared, state, plan, applied, cm.progress)
-    if cm.module._diff:
+    if cm.module._diff and plan.diff is not None:
         result["diff"] = plan.diff
     return changed, result
 
@@ -383,6 +387,42 @@ def run_module(logic, **module_kwargs):
     if problem:
         cm.fail(**problem)
     changed, result = converge(cm, logic, cm.params, declared)
+    cm.exit(changed, **result)
+
+
+def run_sections(sections, argument_spec):
+    """main() of os_cloud: several kinds of resource, in order, over one connection.
+
+    sections: ((name, logic), ...); each section's options are a dict option of that name (None: not
+    managed). Every section's declaration is checked before the first API call; each section then
+    converges on its own and reports its result (and diff) under its name.
+    """
+    cm = CloudModule(argument_spec)
+    chosen = [(name, logic, cm.params[name]) for name, logic in sections if cm.params[name] is not None]
+
+    prepared, problems = [], []
+    for name, logic, params in chosen:
+        declared, problem = logic.prepare(params)
+        if problem:
+            problems.append((name, problem))
+        prepared.append((name, logic, params, declared))
+    if problems:
+        errors = [f"{name}: {error}" for name, problem in problems for error in problem["errors"]]
+        cm.fail("; ".join(f"{name}: {problem['msg']}" for name, problem in problems), errors=errors)
+
+    result = dict(sections=[name for name, _logic, _params, _declared in prepared])
+    changed = False
+    diffs = []
+    for name, logic, params, declared in prepared:
+        cm.start_section(name)
+        section_changed, section_result = converge(cm, logic, params, declared)
+        changed = changed or section_changed
+        diff = section_result.pop("diff", None)
+        if diff is not None:
+            diffs.append(dict(diff, before_header=f"{name} (before)", after_header=f"{name} (after)"))
+        result[name] = section_result
+    if cm.module._diff:
+        result["diff"] = diffs
     cm.exit(changed, **result)
 
 
