@@ -249,14 +249,18 @@ def make_plan(params, declared, existing):
         kind, changes = plan_image(image, have, sha256)
         data = dict(image=image, have=have, hashes=hashes, sha256=sha256, changes=changes)
         if kind == "update":
-            before[name] = dict((k, have.get(k, have["properties"].get(k))) for k in changes)
-            after[name] = changes
+            before[name], after[name] = update_diff(have, changes)
         elif kind in ("create", "replace"):
             after[name] = dict(sha256=sha256, visibility=image["visibility"])
             if have is not None:
                 before[name] = dict(id=have["id"], sha256=have["sha256"])
         actions.append(Action(DONE[kind], name, data))
     return Plan(actions, before, after)
+
+
+def update_diff(have, changes):
+    """(before, after) of an in-place update."""
+    return dict((k, have.get(k, have["properties"].get(k))) for k in changes), changes
 
 
 DONE = dict(create="created", replace="replaced", update="updated", unchanged="unchanged")
@@ -284,10 +288,11 @@ def apply(cm, params, _existing, action, applied):
                 cm.fail("image %s: checksum mismatch for %s: %s; nothing was uploaded" % (name, image["url"], problem),
                         failed_item=name)
             kind, changes = plan_image(image, have, hashes["sha256"])
-            if kind in ("update", "unchanged"):
-                done = Action(DONE[kind], name, dict(data, sha256=hashes["sha256"], changes=changes))
+            if kind in ("update", "unchanged"):  # same content after all (a URL declared by sha512 or md5)
+                done = Action(DONE[kind], name, dict(data, sha256=hashes["sha256"], changes=changes),
+                              diff=update_diff(have, changes) if kind == "update" else None)
                 if kind == "update":
-                    return apply(cm, params, None, done, applied) or done
+                    apply(cm, params, None, done, applied)
                 applied[name] = dict(id=have["id"], sha256=have["sha256"])
                 return done
         new = upload(cm, image, path, hashes)

@@ -293,23 +293,25 @@ class Action:
 
     done: the progress key the step is reported under once carried out (one of DONE_KEYS for a write;
     e.g. ``unchanged`` or ``unmanaged`` for a step that writes nothing); item: the name it is reported as;
-    data: what apply() needs (the resource's own shape).
+    data: what apply() needs (the resource's own shape); diff: (before, after) of the item, only on an
+    Action that apply() returns instead of the planned one (see converge).
     """
 
-    __slots__ = ("done", "item", "data")
+    __slots__ = ("done", "item", "data", "diff")
 
-    def __init__(self, done, item, data=None):
+    def __init__(self, done, item, data=None, diff=None):
         self.done = done
         self.item = item
         self.data = data
+        self.diff = diff
 
     @property
     def writes(self):
         return self.done in DONE_KEYS
 
     def __eq__(self, other):
-        return isinstance(other, Action) and (self.done, self.item, self.data) == (other.done, other.item,
-                                                                                    other.data)
+        return isinstance(other, Action) and (self.done, self.item, self.data, self.diff) == (
+            other.done, other.item, other.data, other.diff)
 
     def __repr__(self):
         return f"Action({self.done!r}, {self.item!r}, {self.data!r})"
@@ -336,6 +338,15 @@ class Plan:
     def writes(self):
         return [action for action in self.actions if action.writes]
 
+    def amend(self, planned, done):
+        """apply() did `done` instead of `planned`: the diff shows what was done for that item."""
+        if self.before is None and self.after is None:
+            return
+        for side in (self.before, self.after):
+            side.pop(planned.item, None)
+        if done.diff is not None:
+            self.before[done.item], self.after[done.item] = done.diff
+
     @property
     def diff(self):
         if self.before is None and self.after is None:
@@ -350,7 +361,8 @@ def converge(cm, logic, params, declared):
     recorded as the real run records it once done, so both report the same progress, ``changed`` and diff.
     In a real run an action is recorded only after apply returned, so a failure halfway reports exactly
     what was done (CloudModule.fail). apply may return the Action it actually carried out when that differs
-    from the planned one (os_images learns a URL's content only by downloading it).
+    from the planned one (os_images learns a URL's content only by downloading it): that one is recorded and
+    its diff replaces the planned one's; it is the only way a real run can report other than check mode.
     Returns (changed, result); the result has ``diff`` when Ansible asked for one.
     """
     state = logic.read(cm, params, declared)
@@ -365,7 +377,10 @@ def converge(cm, logic, params, declared):
     changed = False
     for action in plan.actions:
         if action.writes and not cm.check_mode:
-            action = logic.apply(cm, params, state, action, applied) or action
+            done = logic.apply(cm, params, state, action, applied)
+            if done is not None:
+                plan.amend(action, done)
+                action = done
         changed = changed or action.writes
         cm.record(action.done, action.item)
     if changed and not cm.check_mode and hasattr(logic, "finish"):

@@ -183,3 +183,63 @@ def test_url_data_not_matching_the_checksum_is_not_uploaded(os_images, conn, run
     assert result["msg"] == ("image ubuntu: checksum mismatch for http://127.0.0.1:9/disk.raw: the data has sha256 %s, "
                              "the declared checksum is %s; nothing was uploaded" % (SHA, "2" * 64))
     conn.image.create_image.assert_not_called()
+
+
+SHA512 = hashlib.sha512(DATA).hexdigest()
+
+
+def url_args(checksum):
+    return dict(ARGS, images=[dict(ARGS["images"][0], url="http://127.0.0.1:9/disk.raw", checksum=checksum)])
+
+
+def test_url_declared_by_sha512_is_planned_as_replace_but_same_content_is_only_updated(os_images, conn, run_module):
+    # Only the download tells a sha512-declared URL's SHA-256: check mode plans a replacement, the real run
+    # finds the content unchanged and updates the property in place, and reports (and diffs) that.
+    listing(conn, raw("ubuntu", hw_machine_type="pc"))
+    import io  # pylint: disable=import-outside-toplevel
+
+    check = run_module(os_images, url_args("sha512:" + SHA512), check_mode=True, diff=True)
+    assert check["changed"] is True and check["replaced"] == ["ubuntu"]
+    assert check["diff"]["after"] == {"ubuntu": {"sha256": None, "visibility": "public"}}
+    with mock.patch.object(cloud_images, "open_url", return_value=io.BytesIO(DATA)) as fetch:
+        result = run_module(os_images, url_args("sha512:" + SHA512), diff=True)
+    fetch.assert_called_once()
+    assert result["changed"] is True and result["updated"] == ["ubuntu"] and result["replaced"] == []
+    assert result["diff"] == {"before": {"ubuntu": {"hw_machine_type": "pc"}},
+                              "after": {"ubuntu": {"hw_machine_type": "q35"}}}
+    conn.image.update_image.assert_called_once_with("ubuntu-id", hw_machine_type="q35")
+    conn.image.create_image.assert_not_called()
+    assert result["images"] == {"ubuntu": {"id": "ubuntu-id", "sha256": SHA}}
+
+
+def test_url_declared_by_md5_with_same_content_and_properties_is_unchanged(os_images, conn, run_module):
+    listing(conn, raw("ubuntu", hw_machine_type="q35"))
+    import io  # pylint: disable=import-outside-toplevel
+
+    with mock.patch.object(cloud_images, "open_url", return_value=io.BytesIO(DATA)):
+        result = run_module(os_images, url_args("md5:" + hashlib.md5(DATA).hexdigest()), diff=True)
+    assert result["changed"] is False and result["unchanged"] == ["ubuntu"]
+    assert result["diff"] == {"before": {}, "after": {}}
+    conn.image.update_image.assert_not_called()
+    conn.image.create_image.assert_not_called()
+
+
+def test_check_mode_reports_what_the_real_run_does(os_images, conn, run_module, image_file, tmp_path):
+    other = tmp_path / "other.raw"
+    other.write_bytes(b"other data")
+    listing(conn, raw("ubuntu", sha="0" * 64, iid="old-id", hw_machine_type="q35"),
+            raw("fedora", sha=hashlib.sha256(b"other data").hexdigest(), hw_machine_type="pc"))
+    conn.image.create_image.return_value = SimpleNamespace(id="new-id")
+    conn.image.get_image.return_value = SimpleNamespace(id="new-id", status="active", hash_algo=None, hash_value=None)
+    args = dict(ARGS, images=[dict(ARGS["images"][0], file=image_file),
+                              dict(ARGS["images"][0], name="fedora", file=str(other)),
+                              dict(ARGS["images"][0], name="debian", file=str(other))])
+    check = run_module(os_images, args, check_mode=True, diff=True)
+    assert conn.image.create_image.call_count == conn.image.update_image.call_count == 0
+    real = run_module(os_images, args, diff=True)
+    for key in ("changed", "created", "replaced", "updated", "unchanged", "diff"):
+        assert check[key] == real[key], key
+    assert check["replaced"] == ["ubuntu"] and check["updated"] == ["fedora"] and check["created"] == ["debian"]
+    assert check["retired"] == [] and len(real["retired"]) == 1  # the retired name is chosen when retiring
+    assert check["images"]["debian"] == {"id": None, "sha256": hashlib.sha256(b"other data").hexdigest()}
+    assert real["images"]["debian"]["id"] == "new-id"
