@@ -156,6 +156,17 @@ def read(cm, params, logins):
                  for u in listed_users)
     users_by_id = dict((u.id, u.name) for u in listed_users)
 
+    role, assigned = read_user_role(cm, params, logins, projects_by, users_by_id)
+    missing_extra = read_extra_assignments(cm, params, logins, projects_by, users, users_by_id)
+    return dict(existing_projects=existing_projects, users=users, assigned=assigned, missing_extra=missing_extra,
+                role=dict(id=role.id, name=role.name) if role is not None else None,
+                project_ids=dict((name, p.id) for name, p in projects_by.items()),
+                user_ids=dict((name, u["id"]) for name, u in users.items()))
+
+
+def read_user_role(cm, params, logins, projects_by, users_by_id):
+    """(user_role, {(user, project)} already holding it on user_projects); fails on an unknown role or project."""
+    ident = cm.conn.identity
     needs_role = bool(logins and params["user_projects"])
     role = None
     if needs_role:
@@ -178,7 +189,14 @@ def read(cm, params, logins):
                 user = users_by_id.get((assignment.user or {}).get("id"))
                 if user:
                     assigned.add((user, name))
+    return role, assigned
 
+
+def read_extra_assignments(cm, params, logins, projects_by, users, users_by_id):
+    """[(user, project, role {id, name})] of role_assignments the cloud lacks; fails on an unknown user,
+    project or role."""
+    ident = cm.conn.identity
+    declared_names = set(p["name"] for p in params["projects"])
     extra = []
     for item in params["role_assignments"]:
         if item["user"] not in users and item["user"] not in users_by_id and item["user"] not in logins:
@@ -203,11 +221,7 @@ def read(cm, params, logins):
             if found:
                 continue
         missing_extra.append((user_name, item["project"], dict(id=extra_role.id, name=extra_role.name)))
-
-    return dict(existing_projects=existing_projects, users=users, assigned=assigned, missing_extra=missing_extra,
-                role=dict(id=role.id, name=role.name) if role is not None else None,
-                project_ids=dict((name, p.id) for name, p in projects_by.items()),
-                user_ids=dict((name, u["id"]) for name, u in users.items()))
+    return missing_extra
 
 
 # The progress key each kind of plan() step is reported under.

@@ -276,11 +276,10 @@ def apply(cm, params, _existing, action, applied):
         cm.call("updating image", name, cm.conn.image.update_image, have["id"], **data["changes"])
         applied[name] = dict(id=have["id"], sha256=have["sha256"])
         return None
-    workdir = tempfile.mkdtemp(prefix="os_images-")
+    hashes, path, workdir = data["hashes"], image.get("file"), None
     try:
-        hashes = data["hashes"]
-        path = image.get("file")
-        if path is None:
+        if path is None:  # a URL: downloaded to a temporary directory, removed once uploaded
+            workdir = tempfile.mkdtemp(prefix="os_images-")
             path = download(cm, image, workdir)
             hashes = hash_file(path)
             problem = mismatch(image, hashes)
@@ -297,7 +296,8 @@ def apply(cm, params, _existing, action, applied):
                 return done
         new = upload(cm, image, path, hashes)
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
     applied[name] = dict(id=new.id, sha256=hashes["sha256"])
     if have is not None:
         retired_name = "%s (retired %s %s)" % (name, time.strftime("%Y-%m-%d"), (have["sha256"] or "")[:12])
