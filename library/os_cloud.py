@@ -89,7 +89,7 @@ sections:
   sample: [access, flavors, quotas]
 """
 
-from ansible.module_utils.openstack_cloud import CloudModule
+from ansible.module_utils.openstack_cloud import run_sections
 from ansible.module_utils import cloud_access, cloud_flavors, cloud_quotas
 
 # Order matters: projects first (flavor access and quotas name them), then flavors, then quotas.
@@ -104,34 +104,7 @@ ARGUMENT_SPEC = dict(
 
 
 def main():
-    cm = CloudModule(ARGUMENT_SPEC)
-    chosen = [(name, logic, cm.params[name]) for name, logic in SECTIONS if cm.params[name] is not None]
-
-    # Every section's declaration is checked before the first API call.
-    prepared, problems = [], []
-    for name, logic, params in chosen:
-        declared, problem = logic.prepare(params)
-        if problem:
-            problems.append((name, problem))
-        prepared.append((name, logic, params, declared))
-    if problems:
-        errors = ["%s: %s" % (name, error) for name, problem in problems for error in problem["errors"]]
-        cm.fail("; ".join("%s: %s" % (name, problem["msg"]) for name, problem in problems), errors=errors)
-
-    result = dict(sections=[name for name, _logic, _params, _declared in prepared])
-    changed = False
-    diffs = []
-    for name, logic, params, declared in prepared:
-        cm.start_section(name)
-        section_changed, section_result = logic.converge(cm, params, declared)
-        changed = changed or section_changed
-        diff = section_result.pop("diff", None)
-        if diff is not None:
-            diffs.append(dict(diff, before_header="%s (before)" % name, after_header="%s (after)" % name))
-        result[name] = section_result
-    if cm.module._diff:
-        result["diff"] = diffs
-    cm.exit(changed, **result)
+    run_sections(SECTIONS, ARGUMENT_SPEC)
 
 
 if __name__ == "__main__":

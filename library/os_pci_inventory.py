@@ -68,63 +68,12 @@ note:
   type: str
 """
 
-import fnmatch
-
-from ansible.module_utils.openstack_cloud import CloudModule
-
-ARGUMENT_SPEC = dict(
-    resource_classes=dict(type="list", elements="str", default=["CUSTOM_PCI_*", "PGPU", "VGPU"]),
-)
-PLACEMENT_MICROVERSION = "1.14"  # parent/root provider fields
-
-
-def summarise(providers, inventories, usages, patterns):
-    """Pure: providers [{uuid, name, root_provider_uuid}], inventories/usages {uuid: {rc: n or {total}}}."""
-    names = dict((p["uuid"], p["name"]) for p in providers)
-    hosts, devices = {}, []
-    for provider in sorted(providers, key=lambda p: p["name"]):
-        inv = inventories.get(provider["uuid"]) or {}
-        for rc in sorted(inv):
-            if not any(fnmatch.fnmatchcase(rc, pattern) for pattern in patterns):
-                continue
-            total = int(inv[rc].get("total", 0)) - int(inv[rc].get("reserved", 0))
-            used = int((usages.get(provider["uuid"]) or {}).get(rc, 0))
-            host = names.get(provider.get("root_provider_uuid") or provider["uuid"], provider["name"])
-            devices.append(dict(name=provider["name"], host=host, resource_class=rc, total=total, used=used))
-            slot = hosts.setdefault(host, {}).setdefault(rc, dict(total=0, used=0))
-            slot["total"] += total
-            slot["used"] += used
-    return hosts, devices
+from ansible.module_utils import pci_inventory
+from ansible.module_utils.openstack_cloud import run_module
 
 
 def main():
-    cm = CloudModule(ARGUMENT_SPEC)
-    conn = cm.conn
-    hypervisors = [dict(name=h.name, state=getattr(h, "state", None), status=getattr(h, "status", None))
-                   for h in cm.call("listing", "hypervisors", lambda: list(conn.compute.hypervisors()))]
-    try:
-        conn.placement.get_endpoint()
-    except Exception:  # pylint: disable=broad-except
-        cm.exit(False, available=False, hosts={}, devices=[], hypervisors=hypervisors,
-                note="the cloud's catalog has no placement endpoint, so Nova's PCI view is not available")
-
-    def get(path, key):
-        response = cm.call("reading placement", path, conn.placement.get, path,
-                           microversion=PLACEMENT_MICROVERSION)
-        if response.status_code >= 400:
-            cm.fail("reading placement %s failed: HTTP %s: %s" % (path, response.status_code, response.text[:300]))
-        return response.json()[key]
-
-    providers = get("/resource_providers", "resource_providers")
-    inventories, usages = {}, {}
-    for provider in providers:
-        inventories[provider["uuid"]] = get("/resource_providers/%s/inventories" % provider["uuid"], "inventories")
-        usages[provider["uuid"]] = get("/resource_providers/%s/usages" % provider["uuid"], "usages")
-    hosts, devices = summarise(providers, inventories, usages, cm.params["resource_classes"])
-    note = "" if devices else (
-        "Nova reports no PCI devices to Placement: set [pci] report_in_placement = true on the computes and "
-        "[filter_scheduler] pci_in_placement = true to count free/used GPUs through the API")
-    cm.exit(False, available=bool(devices), hosts=hosts, devices=devices, hypervisors=hypervisors, note=note)
+    run_module(pci_inventory)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ __metaclass__ = type
 import json
 import re
 
+from ansible.module_utils.openstack_cloud import Action, Plan
+
 
 LOGIN_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}$")
 
@@ -136,8 +138,9 @@ def prepare(params):
     return logins, None
 
 
-def converge(cm, params, logins):
-    """Read, compare and (unless check mode) apply; returns (changed, result) for exit_json."""
+def read(cm, params, logins):
+    """Projects, users, the roles and the role assignments the declaration concerns. Reads only; a role,
+    user or project the declaration needs but the cloud lacks fails here, before any write."""
     ident = cm.conn.identity
     listed_projects = cm.call("listing", "projects", lambda: list(ident.projects()))
     projects_by = {}
@@ -153,6 +156,17 @@ def converge(cm, params, logins):
                  for u in listed_users)
     users_by_id = dict((u.id, u.name) for u in listed_users)
 
+    role, assigned = read_user_role(cm, params, logins, projects_by, users_by_id)
+    missing_extra = read_extra_assignments(cm, params, logins, projects_by, users, users_by_id)
+    return dict(existing_projects=existing_projects, users=users, assigned=assigned, missing_extra=missing_extra,
+                role=dict(id=role.id, name=role.name) if role is not None else None,
+                project_ids=dict((name, p.id) for name, p in projects_by.items()),
+                user_ids=dict((name, u["id"]) for name, u in users.items()))
+
+
+def read_user_role(cm, params, logins, projects_by, users_by_id):
+    """(user_role, {(user, project)} already holding it on user_projects); fails on an unknown role or project."""
+    ident = cm.conn.identity
     needs_role = bool(logins and params["user_projects"])
     role = None
     if needs_role:
@@ -175,7 +189,14 @@ def converge(cm, params, logins):
                 user = users_by_id.get((assignment.user or {}).get("id"))
                 if user:
                     assigned.add((user, name))
+    return role, assigned
 
+
+def read_extra_assignments(cm, params, logins, projects_by, users, users_by_id):
+    """[(user, project, role {id, name})] of role_assignments the cloud lacks; fails on an unknown user,
+    project or role."""
+    ident = cm.conn.identity
+    declared_names = set(p["name"] for p in params["projects"])
     extra = []
     for item in params["role_assignments"]:
         if item["user"] not in users and item["user"] not in users_by_id and item["user"] not in logins:
@@ -188,12 +209,8 @@ def converge(cm, params, logins):
             cm.fail("role_assignments: role '%s' does not exist; nothing was written" % item["role"])
         extra.append((item, extra_role))
 
-    # Without an allow-list (neither option given) users are not managed: nobody is disabled.
-    manage_users = params["allow_list"] is not None or bool(params["allow_list_file"])
-    actions = plan(logins, params["projects"], existing_projects, users, assigned, params["user_projects"],
-                   params["managed_marker"], params["disable_dropped"] and manage_users)
-
-    # Extra assignments: checked per pair against the server (one HEAD-like list call each).
+    # Extra assignments: checked per pair against the server (one list call each).
+    missing_extra = []
     for item, extra_role in extra:
         user_name = users_by_id.get(item["user"], item["user"])
         project = projects_by.get(item["project"])
@@ -203,68 +220,89 @@ def converge(cm, params, logins):
                                        role_id=extra_role.id)))
             if found:
                 continue
-        actions.append(("assign_extra", None, (user_name, item["project"], extra_role)))
+        missing_extra.append((user_name, item["project"], dict(id=extra_role.id, name=extra_role.name)))
+    return missing_extra
 
-    result = dict(created=[], updated=[], enabled=[], disabled=[], assigned=[], unchanged=[], unmanaged=[])
+
+# The progress key each kind of plan() step is reported under.
+DONE = dict(create_project="created", update_project="updated", create_user="created", enable_user="enabled",
+            disable_user="disabled", assign="assigned", assign_extra="assigned", unchanged="unchanged",
+            unmanaged="unmanaged")
+
+
+def make_plan(params, logins, state):
+    """plan() and the missing extra assignments as the protocol's Plan, with the diff. Pure.
+
+    Action data is (kind, detail) with plan()'s kinds; an assignment's detail is (user, project, role dict)
+    and its item reads ROLE to USER on PROJECT."""
+    # Without an allow-list (neither option given) users are not managed: nobody is disabled.
+    manage_users = params["allow_list"] is not None or bool(params["allow_list_file"])
+    steps = plan(logins, params["projects"], state["existing_projects"], state["users"], state["assigned"],
+                 params["user_projects"], params["managed_marker"], params["disable_dropped"] and manage_users)
+    steps += [("assign_extra", None, detail) for detail in state["missing_extra"]]
+    actions, warnings = [], []
     before, after = {}, {}
-    changed = False
-    project_ids = dict((name, p.id) for name, p in projects_by.items())
-    user_ids = dict((name, u["id"]) for name, u in users.items())
-    for kind, label, detail in actions:
-        if kind == "unchanged":
-            cm.record("unchanged", label)
-            continue
-        if kind == "unmanaged":
-            cm.record("unmanaged", label)
-            cm.module.warn("%s exists without the marker '%s': it gets its roles but is never disabled by this "
-                           "module" % (label, params["managed_marker"]))
-            continue
-        changed = True
-        if kind == "create_project":
+    for kind, label, detail in steps:
+        if kind == "assign":
+            detail = detail + (state["role"],)
+        if kind in ("assign", "assign_extra"):
+            user, project, role = detail
+            label = "%s to %s on %s" % (role["name"], user, project)
+            after.setdefault("assignments", []).append(label)
+        elif kind == "unmanaged":
+            warnings.append("%s exists without the marker '%s': it gets its roles but is never disabled by this "
+                            "module" % (label, params["managed_marker"]))
+        elif kind == "create_project":
             after[label] = dict(description=detail.get("description"), enabled=detail["enabled"])
-            if not cm.check_mode:
-                created = cm.call("creating", label, ident.create_project, name=detail["name"],
-                                  domain_id=detail["domain"], description=detail.get("description") or "",
-                                  is_enabled=detail["enabled"])
-                project_ids[detail["name"]] = created.id
-            else:
-                cm.plan_project(detail["name"])
-            cm.record("created", label)
         elif kind == "update_project":
             before[label] = dict((k, detail["description" if k == "description" else "enabled"])
                                  for k in detail["changes"])
             after[label] = dict(detail["changes"])
-            if not cm.check_mode:
-                cm.call("updating", label, ident.update_project, detail["id"], **detail["changes"])
-            cm.record("updated", label)
         elif kind == "create_user":
             after[label] = dict(enabled=True, description=params["managed_marker"])
-            if not cm.check_mode:
-                created = cm.call("creating", label, ident.create_user, name=detail, domain_id=params["user_domain"],
-                                  description=params["managed_marker"], is_enabled=True)
-                user_ids[detail] = created.id
-            cm.record("created", label)
         elif kind in ("enable_user", "disable_user"):
             enable = kind == "enable_user"
             before[label], after[label] = dict(enabled=not enable), dict(enabled=enable)
-            if not cm.check_mode:
-                cm.call("enabling" if enable else "disabling", label, ident.update_user, detail["id"],
-                        is_enabled=enable)
-            cm.record("enabled" if enable else "disabled", label)
-        elif kind in ("assign", "assign_extra"):
-            if kind == "assign":
-                (user, project), role_obj = detail, role
-            else:
-                user, project, role_obj = detail
-            text = "%s to %s on %s" % (role_obj.name, user, project)
-            after.setdefault("assignments", []).append(text)
-            if not cm.check_mode:
-                cm.call("assigning role", text, ident.assign_project_role_to_user,
-                        project_ids.get(project, project), user_ids.get(user, user), role_obj.id)
-            cm.record("assigned", text)
+        actions.append(Action(DONE[kind], label, (kind, detail)))
+    return Plan(actions, before, after, warnings=warnings)
 
-    result.update(cm.progress)
-    if cm.module._diff:
-        result["diff"] = dict(before=before, after=after)
-    return changed, result
 
+def announce(cm, plan_):
+    """Projects this run creates count as existing for the later sections of os_cloud (in check mode too)."""
+    for action in plan_.writes:
+        kind, detail = action.data
+        if kind == "create_project":
+            cm.plan_project(detail["name"])
+
+
+def apply(cm, params, state, action, applied):
+    """Carry out one step; IDs of created projects and users go into applied for later assignments."""
+    ident = cm.conn.identity
+    project_ids = applied.setdefault("project_ids", dict(state["project_ids"]))
+    user_ids = applied.setdefault("user_ids", dict(state["user_ids"]))
+    kind, detail = action.data
+    label = action.item
+    if kind == "create_project":
+        created = cm.call("creating", label, ident.create_project, name=detail["name"], domain_id=detail["domain"],
+                          description=detail.get("description") or "", is_enabled=detail["enabled"])
+        project_ids[detail["name"]] = created.id
+    elif kind == "update_project":
+        cm.call("updating", label, ident.update_project, detail["id"], **detail["changes"])
+    elif kind == "create_user":
+        created = cm.call("creating", label, ident.create_user, name=detail, domain_id=params["user_domain"],
+                          description=params["managed_marker"], is_enabled=True)
+        user_ids[detail] = created.id
+    elif kind in ("enable_user", "disable_user"):
+        enable = kind == "enable_user"
+        cm.call("enabling" if enable else "disabling", label, ident.update_user, detail["id"], is_enabled=enable)
+    elif kind in ("assign", "assign_extra"):
+        user, project, role = detail
+        cm.call("assigning role", label, ident.assign_project_role_to_user, project_ids.get(project, project),
+                user_ids.get(user, user), role["id"])
+
+
+def report(_params, _logins, _state, _plan, _applied, progress):
+    """The module result: what was (or would be) created, updated, enabled, disabled, assigned."""
+    result = dict(created=[], updated=[], enabled=[], disabled=[], assigned=[], unchanged=[], unmanaged=[])
+    result.update(progress)
+    return result

@@ -3,7 +3,7 @@
 # Apache License 2.0 (see pyproject.toml)
 """Nova flavors as code: the declaration's checks, the difference and how it is applied.
 
-Used by os_flavors (flavors alone) and os_cloud (the flavors section). Everything before ``converge``
+Used by os_flavors (flavors alone) and os_cloud (the flavors section). Everything before ``apply``
 is pure and unit-tested without a cloud."""
 
 from __future__ import absolute_import, division, print_function
@@ -18,6 +18,8 @@ try:
     from openstack import utils as sdk_utils
 except ImportError:  # pragma: no cover - CloudModule reports the missing library
     sdk_exceptions = sdk_utils = None
+
+from ansible.module_utils.openstack_cloud import Action, Plan
 
 
 IMMUTABLE = ("vcpus", "ram", "disk", "ephemeral", "swap", "is_public")
@@ -264,54 +266,46 @@ def create_kwargs(want):
     return kwargs
 
 
-def apply(cm, actions):
-    """Carry out the actions over the run's connection; returns {name: id} of created/recreated flavors."""
+def apply(cm, _params, _state, action, applied):
+    """Carry out one action over the run's connection; created/recreated flavors' IDs go into applied."""
     compute = cm.conn.compute
-    new_ids = {}
-    for act in actions:
-        name = act["name"]
-        kind = act["action"]
-        if kind == "unchanged":
-            cm.record("unchanged", name)
-            continue
-        if kind == "delete":
-            cm.call("deleting flavor", name, compute.delete_flavor, act["id"], ignore_missing=True)
-            cm.record("deleted", name)
-            continue
-        if kind == "recreate":
-            cm.call("deleting flavor (to recreate it)", name, compute.delete_flavor, act["have"]["id"],
-                    ignore_missing=True)
-        if kind in ("create", "recreate"):
-            want = act["want"]
-            flavor = cm.call("creating flavor", name, compute.create_flavor, **create_kwargs(want))
-            if want["extra_specs"]:
-                cm.call("setting extra specs of flavor", name, compute.create_flavor_extra_specs, flavor,
-                        want["extra_specs"])
-            for project in act["projects"]:
-                cm.call("giving project %s access to flavor" % project, name, compute.flavor_add_tenant_access,
-                        flavor, project)
-            new_ids[name] = flavor.id
-            cm.record("created" if kind == "create" else "recreated", name)
-            continue
-        # update in place
-        flavor = act["id"]
-        if act["set_specs"]:
+    act = action.data
+    name = act["name"]
+    kind = act["action"]
+    if kind == "delete":
+        cm.call("deleting flavor", name, compute.delete_flavor, act["id"], ignore_missing=True)
+        return
+    if kind == "recreate":
+        cm.call("deleting flavor (to recreate it)", name, compute.delete_flavor, act["have"]["id"],
+                ignore_missing=True)
+    if kind in ("create", "recreate"):
+        want = act["want"]
+        flavor = cm.call("creating flavor", name, compute.create_flavor, **create_kwargs(want))
+        if want["extra_specs"]:
             cm.call("setting extra specs of flavor", name, compute.create_flavor_extra_specs, flavor,
-                    act["set_specs"])
-        for key in act["unset_specs"]:
-            cm.call("removing extra spec %s of flavor" % key, name, compute.delete_flavor_extra_specs_property,
-                    flavor, key)
-        for project in act["add_projects"]:
+                    want["extra_specs"])
+        for project in act["projects"]:
             cm.call("giving project %s access to flavor" % project, name, compute.flavor_add_tenant_access,
                     flavor, project)
-        for project in act["remove_projects"]:
-            cm.call("removing access of project %s to flavor" % project, name,
-                    compute.flavor_remove_tenant_access, flavor, project)
-        if act["description"] is not None:
-            cm.call("updating the description of flavor", name, compute.update_flavor, flavor,
-                    description=act["description"])
-        cm.record("updated", name)
-    return new_ids
+        applied[name] = flavor.id
+        return
+    # update in place
+    flavor = act["id"]
+    if act["set_specs"]:
+        cm.call("setting extra specs of flavor", name, compute.create_flavor_extra_specs, flavor,
+                act["set_specs"])
+    for key in act["unset_specs"]:
+        cm.call("removing extra spec %s of flavor" % key, name, compute.delete_flavor_extra_specs_property,
+                flavor, key)
+    for project in act["add_projects"]:
+        cm.call("giving project %s access to flavor" % project, name, compute.flavor_add_tenant_access,
+                flavor, project)
+    for project in act["remove_projects"]:
+        cm.call("removing access of project %s to flavor" % project, name,
+                compute.flavor_remove_tenant_access, flavor, project)
+    if act["description"] is not None:
+        cm.call("updating the description of flavor", name, compute.update_flavor, flavor,
+                description=act["description"])
 
 
 # Extra specs come inline in flavor listings from this compute API microversion on (Queens).
@@ -397,35 +391,39 @@ def prepare(params):
     return declared, None
 
 
-def converge(cm, params, declared):
-    """Read, compare and (unless check mode) apply; returns (changed, result) for exit_json."""
+def read(cm, _params, declared):
+    """The declared projects' IDs, the existing flavors and the access lists of the declared private ones."""
     project_ids = resolve_projects(cm, declared)
     existing, access = read_state(cm, declared)
-    actions, errors = plan(declared, existing, access, project_ids,
+    return dict(project_ids=project_ids, existing=existing, access=access)
+
+
+# The progress key each kind of flavor action is reported under.
+DONE = dict(create="created", update="updated", recreate="recreated", delete="deleted", unchanged="unchanged")
+
+
+def make_plan(params, declared, state):
+    """plan() as the protocol's Plan: one Action per flavor (data: plan()'s dict), the diff. Pure."""
+    actions, errors = plan(declared, state["existing"], state["access"], state["project_ids"],
                            purge_extra_specs=params["purge_extra_specs"],
                            recreate_on_change=params["recreate_on_change"],
                            prune=params["prune"], prune_patterns=params["prune_patterns"])
     if errors:
-        cm.fail("nothing was written: " + "; ".join(errors), errors=errors)
+        return Plan(problem=dict(msg="nothing was written: " + "; ".join(errors), errors=errors))
+    diff = diff_of(actions)
+    return Plan([Action(DONE[act["action"]], act["name"], act) for act in actions], diff["before"], diff["after"])
 
-    changed = any(a["action"] != "unchanged" for a in actions)
-    new_ids = {}
-    if cm.check_mode:
-        for act in actions:
-            key = dict(create="created", update="updated", recreate="recreated", delete="deleted",
-                       unchanged="unchanged")[act["action"]]
-            cm.progress.setdefault(key, []).append(act["name"])
-    else:
-        new_ids = apply(cm, actions)
 
+def report(params, declared, state, plan_, applied, progress):
+    """The module result: progress, the changes in words, and every declared flavor as it now is."""
     flavors = []
-    by_name = dict((a["name"], a) for a in actions)
+    by_name = dict((action.item, action.data) for action in plan_.actions)
     for want in declared:
         act = by_name[want["name"]]
         have = act.get("have") or {}
         view = dict((k, want[k]) for k in ("name", "vcpus", "ram", "disk", "ephemeral", "swap", "is_public",
                                           "extra_specs", "description"))
-        view["id"] = new_ids.get(want["name"]) if act["action"] in ("create", "recreate") else have.get("id")
+        view["id"] = applied.get(want["name"]) if act["action"] in ("create", "recreate") else have.get("id")
         if act["action"] == "unchanged" or act["action"] == "update":
             view["description"] = want["description"] if want["description"] is not None \
                 else have.get("description")
@@ -433,13 +431,12 @@ def converge(cm, params, declared):
                 merged = dict(have["extra_specs"])
                 merged.update(want["extra_specs"])
                 view["extra_specs"] = merged
-        view["projects"] = sorted(set(project_ids.get(p, p) for p in want["projects"]))
+        view["projects"] = sorted(set(state["project_ids"].get(p, p) for p in want["projects"]))
         flavors.append(view)
 
     result = dict(created=[], updated=[], recreated=[], deleted=[], unchanged=[])
-    result.update(cm.progress)
-    result["changes"] = dict((a["name"], a["changes"]) for a in actions if a["changes"])
+    result.update(progress)
+    result["changes"] = dict((action.item, action.data["changes"]) for action in plan_.actions
+                             if action.data["changes"])
     result["flavors"] = flavors
-    if cm.module._diff:
-        result["diff"] = diff_of(actions)
-    return changed, result
+    return result

@@ -9,6 +9,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible.module_utils.openstack_cloud import Action, Plan
 
 QUOTA_KEYS = ("instances", "cores", "ram", "key_pairs", "metadata_items", "server_groups",
               "server_group_members", "injected_files", "injected_file_content_bytes", "injected_file_path_bytes")
@@ -95,11 +96,11 @@ def read_project_quotas(compute, project):
     return compute.get_quota_set(project.id)
 
 
-def converge(cm, params, _declared=None):
-    """Read, compare and (unless check mode) apply; returns (changed, result) for exit_json."""
-    compute = cm.conn.compute
+def read(cm, params, _declared=None):
+    """[(label, project id or None for the class, declared values, current values)]. Reads only.
 
-    # Read everything first: a missing project fails the run before any write.
+    Everything is read first: a missing project fails the run before any write."""
+    compute = cm.conn.compute
     targets = []
     if params["default_class"] is not None and declared_values(params["default_class"]):
         have = quota_view(cm.call("reading quota class set", "default", compute.get_quota_class_set, "default"))
@@ -116,8 +117,14 @@ def converge(cm, params, _declared=None):
     for entry, have in zip(params["projects"], current):
         targets.append(("project %s" % entry["project"], projects[entry["project"]].id, declared_values(entry),
                         quota_view(have)))
+    return targets
 
-    changes, before, after = {}, {}, {}
+
+def make_plan(_params, _declared, targets):
+    """The quota updates, in order (the class first). Pure.
+
+    Each write is Action('updated', label, {project_id, values, changes}); the diff shows only changed keys."""
+    actions, before, after = [], {}, {}
     class_change = {}
     for label, project_id, want, have in targets:
         if project_id is None:
@@ -127,22 +134,30 @@ def converge(cm, params, _declared=None):
         else:
             diff, notes = project_difference(want, have, class_change)
         if not diff:
-            cm.record("unchanged", label)
+            actions.append(Action("unchanged", label))
             continue
-        changes[label] = ["%s: %s -> %s%s" % (k, old, new, notes.get(k, "")) for k, (old, new) in diff.items()]
         before[label] = dict((k, old) for k, (old, new) in diff.items())
         after[label] = dict((k, new) for k, (old, new) in diff.items())
-        if not cm.check_mode:
-            values = dict((k, new) for k, (old, new) in diff.items())
-            if project_id is None:
-                cm.call("updating quota class set", "default", compute.update_quota_class_set, "default", **values)
-            else:
-                cm.call("updating quotas of", label, compute.update_quota_set, project_id, **values)
-        cm.record("updated", label)
+        actions.append(Action("updated", label, dict(
+            project_id=project_id, values=dict(after[label]),
+            changes=["%s: %s -> %s%s" % (k, old, new, notes.get(k, "")) for k, (old, new) in diff.items()])))
+    return Plan(actions, before, after)
 
+
+def apply(cm, _params, _state, action, _applied):
+    """Write one quota set."""
+    compute = cm.conn.compute
+    if action.data["project_id"] is None:
+        cm.call("updating quota class set", "default", compute.update_quota_class_set, "default",
+                **action.data["values"])
+    else:
+        cm.call("updating quotas of", action.item, compute.update_quota_set, action.data["project_id"],
+                **action.data["values"])
+
+
+def report(_params, _declared, _state, plan, _applied, progress):
+    """The module result: updated, unchanged, and the changes in words per target."""
     result = dict(updated=[], unchanged=[])
-    result.update(cm.progress)
-    result["changes"] = changes
-    if cm.module._diff:
-        result["diff"] = dict(before=before, after=after)
-    return bool(changes), result
+    result.update(progress)
+    result["changes"] = dict((action.item, action.data["changes"]) for action in plan.writes)
+    return result

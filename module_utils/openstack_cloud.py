@@ -10,6 +10,8 @@
   (authenticating at once, so wrong credentials and unreachable endpoints fail before anything is
   written), records what was done, and turns SDK/keystoneauth exceptions into ``fail_json`` naming
   the resource, the server's message and the items already done.
+* The resource protocol (``Action``, ``Plan``, ``converge``, ``run_module``): prepare (validate) -> read ->
+  make_plan (pure) -> apply, with check mode handled once, in ``converge``.
 
 Modules import it as ``from ansible.module_utils.openstack_cloud import ...``.
 """
@@ -63,9 +65,6 @@ AUTH_OPTIONS = dict(
 # Progress keys that mean something was written (a failure after them reports changed=true).
 DONE_KEYS = ("created", "updated", "recreated", "replaced", "retired", "deleted", "enabled", "disabled",
              "assigned")
-
-CONNECTION_OPTIONS = ("cloud", "auth", "auth_type", "region_name", "interface", "validate_certs",
-                      "ca_cert", "api_timeout")
 
 
 def openstack_argument_spec():
@@ -271,17 +270,174 @@ class CloudModule:
         self.module.exit_json(changed=changed, **result)
 
 
-def run_module(logic, **module_kwargs):
-    """main() of a module for one kind of resource (os_access, os_flavors, os_quotas).
+# --------------------------------------------------------------------------- the resource protocol
+#
+# Every module for one kind of resource goes through the same four steps, each in its own function of the
+# resource's module_utils file (cloud_access, cloud_flavors, cloud_quotas, cloud_images, server_lifetimes,
+# pci_inventory):
+#
+#   prepare(params) -> (declared, problem)            validate: pure, before any API call
+#   read(cm, params, declared) -> state                read: API GETs only; may fail, nothing was written
+#   make_plan(params, declared, state) -> Plan         plan: pure, the actions and the before/after diff
+#   apply(cm, params, state, action, applied)          apply: carry out ONE action (writes)
+#   report(params, declared, state, plan, applied, progress) -> result for exit_json
+#
+# and optionally finish(cm, params, state, applied), run after the last write of a real run (waits), and
+# announce(cm, plan), which tells later sections of an os_cloud run what this plan creates (check mode too).
+# converge() below runs read -> plan -> apply -> report and is the only place that knows check mode:
+# apply is skipped, everything else (the plan, its progress keys, changed and the diff) is the same code.
 
-    `logic` is its module_utils module (cloud_access, ...): ARGUMENT_SPEC, prepare(params) -> (declared,
-    problem) and converge(cm, params, declared) -> (changed, result). os_cloud runs several of them in one go.
+
+class Action:
+    """One step of a plan.
+
+    done: the progress key the step is reported under once carried out (one of DONE_KEYS for a write;
+    e.g. ``unchanged`` or ``unmanaged`` for a step that writes nothing); item: the name it is reported as;
+    data: what apply() needs (the resource's own shape); diff: (before, after) of the item, only on an
+    Action that apply() returns instead of the planned one (see converge).
+    """
+
+    __slots__ = ("done", "item", "data", "diff")
+
+    def __init__(self, done, item, data=None, diff=None):
+        self.done = done
+        self.item = item
+        self.data = data
+        self.diff = diff
+
+    @property
+    def writes(self):
+        return self.done in DONE_KEYS
+
+    def __eq__(self, other):
+        return isinstance(other, Action) and (self.done, self.item, self.data, self.diff) == (
+            other.done, other.item, other.data, other.diff)
+
+    def __repr__(self):
+        return f"Action({self.done!r}, {self.item!r}, {self.data!r})"
+
+
+class Plan:
+    """What make_plan() answers: the ordered actions; the Ansible diff (before/after of what changes; None
+    for a module without diff support); a problem that stops the run before any write (the keyword
+    arguments of CloudModule.fail); warnings; details the report needs besides the actions."""
+
+    def __init__(self, actions=(), before=None, after=None, problem=None, warnings=(), details=None):
+        self.actions = list(actions)
+        self.before = before
+        self.after = after
+        self.problem = problem
+        self.warnings = list(warnings)
+        self.details = details if details is not None else {}
+
+    @property
+    def changed(self):
+        return any(action.writes for action in self.actions)
+
+    @property
+    def writes(self):
+        return [action for action in self.actions if action.writes]
+
+    def amend(self, planned, done):
+        """apply() did `done` instead of `planned`: the diff shows what was done for that item."""
+        if self.before is None and self.after is None:
+            return
+        for side in (self.before, self.after):
+            side.pop(planned.item, None)
+        if done.diff is not None:
+            self.before[done.item], self.after[done.item] = done.diff
+
+    @property
+    def diff(self):
+        if self.before is None and self.after is None:
+            return None
+        return dict(before=self.before or {}, after=self.after or {})
+
+
+def converge(cm, logic, params, declared):
+    """read -> plan -> apply -> report for one kind of resource (prepare has already passed).
+
+    Check mode is handled here and nowhere else: apply (and finish) are skipped and every action is
+    recorded as the real run records it once done, so both report the same progress, ``changed`` and diff.
+    In a real run an action is recorded only after apply returned, so a failure halfway reports exactly
+    what was done (CloudModule.fail). apply may return the Action it actually carried out when that differs
+    from the planned one (os_images learns a URL's content only by downloading it): that one is recorded and
+    its diff replaces the planned one's; it is the only way a real run can report other than check mode.
+    Returns (changed, result); the result has ``diff`` when Ansible asked for one.
+    """
+    state = logic.read(cm, params, declared)
+    plan = logic.make_plan(params, declared, state)
+    if plan.problem:
+        cm.fail(**plan.problem)
+    for warning in plan.warnings:
+        cm.module.warn(warning)
+    if hasattr(logic, "announce"):  # what later sections of the same run may count on (os_cloud)
+        logic.announce(cm, plan)
+    applied = {}
+    changed = False
+    for action in plan.actions:
+        if action.writes and not cm.check_mode:
+            done = logic.apply(cm, params, state, action, applied)
+            if done is not None:
+                plan.amend(action, done)
+                action = done
+        changed = changed or action.writes
+        cm.record(action.done, action.item)
+    if changed and not cm.check_mode and hasattr(logic, "finish"):
+        logic.finish(cm, params, state, applied)
+    result = logic.report(params, declared, state, plan, applied, cm.progress)
+    if cm.module._diff and plan.diff is not None:
+        result["diff"] = plan.diff
+    return changed, result
+
+
+def run_module(logic, **module_kwargs):
+    """main() of a module for one kind of resource: validate, then converge(), then exit_json.
+
+    `logic` is its module_utils module (cloud_access, cloud_images, ...), which also holds its ARGUMENT_SPEC.
+    os_cloud runs several of them over one connection.
     """
     cm = CloudModule(logic.ARGUMENT_SPEC, **module_kwargs)
     declared, problem = logic.prepare(cm.params)
     if problem:
         cm.fail(**problem)
-    changed, result = logic.converge(cm, cm.params, declared)
+    changed, result = converge(cm, logic, cm.params, declared)
+    cm.exit(changed, **result)
+
+
+def run_sections(sections, argument_spec):
+    """main() of os_cloud: several kinds of resource, in order, over one connection.
+
+    sections: ((name, logic), ...); each section's options are a dict option of that name (None: not
+    managed). Every section's declaration is checked before the first API call; each section then
+    converges on its own and reports its result (and diff) under its name.
+    """
+    cm = CloudModule(argument_spec)
+    chosen = [(name, logic, cm.params[name]) for name, logic in sections if cm.params[name] is not None]
+
+    prepared, problems = [], []
+    for name, logic, params in chosen:
+        declared, problem = logic.prepare(params)
+        if problem:
+            problems.append((name, problem))
+        prepared.append((name, logic, params, declared))
+    if problems:
+        errors = [f"{name}: {error}" for name, problem in problems for error in problem["errors"]]
+        cm.fail("; ".join(f"{name}: {problem['msg']}" for name, problem in problems), errors=errors)
+
+    result = dict(sections=[name for name, _logic, _params, _declared in prepared])
+    changed = False
+    diffs = []
+    for name, logic, params, declared in prepared:
+        cm.start_section(name)
+        section_changed, section_result = converge(cm, logic, params, declared)
+        changed = changed or section_changed
+        diff = section_result.pop("diff", None)
+        if diff is not None:
+            diffs.append(dict(diff, before_header=f"{name} (before)", after_header=f"{name} (after)"))
+        result[name] = section_result
+    if cm.module._diff:
+        result["diff"] = diffs
     cm.exit(changed, **result)
 
 

@@ -142,3 +142,19 @@ def test_without_an_allow_list_nobody_is_disabled(os_access, conn, ident, run_mo
     assert writes(conn) == []
     result = run_module(os_access, dict(ARGS, allow_list=[]))
     assert result["disabled"] == ["user alice", "user carol"]
+
+
+def test_check_mode_reports_what_the_real_run_does(os_access, conn, ident, run_module):
+    args = dict(ARGS, projects=[dict(name="ci", description="GPU CI"), dict(name="new")],
+                role_assignments=[dict(user="admin", project="ci", role="admin")])
+    ident.role_assignments.side_effect = lambda **kw: [SimpleNamespace(user={"id": "alice-id"})] \
+        if "user_id" not in kw else []
+    check = run_module(os_access, args, check_mode=True, diff=True)
+    assert writes(conn) == []
+    real = run_module(os_access, args, diff=True)
+    assert len(writes(conn)) == 6
+    for key in ("changed", "created", "updated", "enabled", "disabled", "assigned", "unchanged", "unmanaged",
+                "diff"):
+        assert check[key] == real[key], key
+    assert real["created"] == ["project new", "user erin"] and real["updated"] == ["project ci"]
+    assert real["assigned"] == ["member to erin on ci", "member to admin on ci"]

@@ -1,4 +1,4 @@
-"""os_images: checksums, the difference function and the exact SDK calls of a run (SDK mocked)."""
+"""os_images (cloud_images): checksums, the difference function and the exact SDK calls of a run (SDK mocked)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from unittest import mock
 
 import pytest
+from ansible.module_utils import cloud_images
 
 DATA = b"raw image data " * 1000
 SHA = hashlib.sha256(DATA).hexdigest()
@@ -32,19 +33,19 @@ def listing(conn, *images):
     conn.image.get.return_value = response
 
 
-def test_parse_checksum(os_images):
-    assert os_images.parse_checksum("sha256:" + SHA.upper()) == ("sha256", SHA)
-    assert os_images.parse_checksum(SHA) == ("sha256", SHA)
-    assert os_images.parse_checksum("md5:" + "a" * 32) == ("md5", "a" * 32)
+def test_parse_checksum():
+    assert cloud_images.parse_checksum("sha256:" + SHA.upper()) == ("sha256", SHA)
+    assert cloud_images.parse_checksum(SHA) == ("sha256", SHA)
+    assert cloud_images.parse_checksum("md5:" + "a" * 32) == ("md5", "a" * 32)
     with pytest.raises(ValueError, match="has 3 hex digits; sha256 needs 64"):
-        os_images.parse_checksum("sha256:abc")
+        cloud_images.parse_checksum("sha256:abc")
     with pytest.raises(ValueError, match="is not ALGORITHM:HEX"):
-        os_images.parse_checksum("crc32:abcd")
+        cloud_images.parse_checksum("crc32:abcd")
 
 
-def test_validate_reports_every_problem(os_images, tmp_path):
+def test_validate_reports_every_problem(tmp_path):
     base = dict(file=None, url=None, checksum=None, min_disk=0, min_ram=0)
-    errors = os_images.validate([
+    errors = cloud_images.validate([
         dict(base, name="a"),
         dict(base, name="b", file=str(tmp_path / "missing.qcow2")),
         dict(base, name="c", url="ftp://x/y"),
@@ -61,13 +62,13 @@ def test_validate_reports_every_problem(os_images, tmp_path):
     ]
 
 
-def test_plan_image(os_images):
+def test_plan_image():
     image = dict(visibility="public", min_disk=0, min_ram=0, properties={"hw_machine_type": "q35"})
-    have = os_images.image_view(raw("x", hw_machine_type="q35"))
-    assert os_images.plan_image(image, None, SHA) == ("create", {})
-    assert os_images.plan_image(image, have, "other") == ("replace", {})
-    assert os_images.plan_image(image, have, SHA) == ("unchanged", {})
-    assert os_images.plan_image(dict(image, visibility="private", properties={"hw_machine_type": "pc"}), have,
+    have = cloud_images.image_view(raw("x", hw_machine_type="q35"))
+    assert cloud_images.plan_image(image, None, SHA) == ("create", {})
+    assert cloud_images.plan_image(image, have, "other") == ("replace", {})
+    assert cloud_images.plan_image(image, have, SHA) == ("unchanged", {})
+    assert cloud_images.plan_image(dict(image, visibility="private", properties={"hw_machine_type": "pc"}), have,
                                 SHA) == ("update", {"visibility": "private", "hw_machine_type": "pc"})
 
 
@@ -152,7 +153,7 @@ def test_missing_file_fails_before_connecting(os_images, conn, run_module, tmp_p
 def test_url_image_with_matching_declared_checksum_is_not_downloaded(os_images, conn, run_module):
     listing(conn, raw("ubuntu", hw_machine_type="q35"))
     args = dict(ARGS, images=[dict(ARGS["images"][0], url="http://127.0.0.1:9/disk.raw", checksum="sha256:" + SHA)])
-    with mock.patch.object(os_images, "open_url") as fetch:
+    with mock.patch.object(cloud_images, "open_url") as fetch:
         result = run_module(os_images, args)
     assert result["changed"] is False
     fetch.assert_not_called()
@@ -165,7 +166,7 @@ def test_new_url_image_is_downloaded_verified_and_uploaded(os_images, conn, run_
     args = dict(ARGS, images=[dict(ARGS["images"][0], url="http://127.0.0.1:9/disk.raw", checksum="sha256:" + SHA)])
     import io  # pylint: disable=import-outside-toplevel
 
-    with mock.patch.object(os_images, "open_url", return_value=io.BytesIO(DATA)) as fetch:
+    with mock.patch.object(cloud_images, "open_url", return_value=io.BytesIO(DATA)) as fetch:
         result = run_module(os_images, args)
     assert result["created"] == ["ubuntu"]
     fetch.assert_called_once_with("http://127.0.0.1:9/disk.raw", timeout=900)
@@ -177,8 +178,68 @@ def test_url_data_not_matching_the_checksum_is_not_uploaded(os_images, conn, run
     args = dict(ARGS, images=[dict(ARGS["images"][0], url="http://127.0.0.1:9/disk.raw", checksum="sha256:" + "2" * 64)])
     import io  # pylint: disable=import-outside-toplevel
 
-    with mock.patch.object(os_images, "open_url", return_value=io.BytesIO(DATA)):
+    with mock.patch.object(cloud_images, "open_url", return_value=io.BytesIO(DATA)):
         result = run_module(os_images, args)
     assert result["msg"] == ("image ubuntu: checksum mismatch for http://127.0.0.1:9/disk.raw: the data has sha256 %s, "
                              "the declared checksum is %s; nothing was uploaded" % (SHA, "2" * 64))
     conn.image.create_image.assert_not_called()
+
+
+SHA512 = hashlib.sha512(DATA).hexdigest()
+
+
+def url_args(checksum):
+    return dict(ARGS, images=[dict(ARGS["images"][0], url="http://127.0.0.1:9/disk.raw", checksum=checksum)])
+
+
+def test_url_declared_by_sha512_is_planned_as_replace_but_same_content_is_only_updated(os_images, conn, run_module):
+    # Only the download tells a sha512-declared URL's SHA-256: check mode plans a replacement, the real run
+    # finds the content unchanged and updates the property in place, and reports (and diffs) that.
+    listing(conn, raw("ubuntu", hw_machine_type="pc"))
+    import io  # pylint: disable=import-outside-toplevel
+
+    check = run_module(os_images, url_args("sha512:" + SHA512), check_mode=True, diff=True)
+    assert check["changed"] is True and check["replaced"] == ["ubuntu"]
+    assert check["diff"]["after"] == {"ubuntu": {"sha256": None, "visibility": "public"}}
+    with mock.patch.object(cloud_images, "open_url", return_value=io.BytesIO(DATA)) as fetch:
+        result = run_module(os_images, url_args("sha512:" + SHA512), diff=True)
+    fetch.assert_called_once()
+    assert result["changed"] is True and result["updated"] == ["ubuntu"] and result["replaced"] == []
+    assert result["diff"] == {"before": {"ubuntu": {"hw_machine_type": "pc"}},
+                              "after": {"ubuntu": {"hw_machine_type": "q35"}}}
+    conn.image.update_image.assert_called_once_with("ubuntu-id", hw_machine_type="q35")
+    conn.image.create_image.assert_not_called()
+    assert result["images"] == {"ubuntu": {"id": "ubuntu-id", "sha256": SHA}}
+
+
+def test_url_declared_by_md5_with_same_content_and_properties_is_unchanged(os_images, conn, run_module):
+    listing(conn, raw("ubuntu", hw_machine_type="q35"))
+    import io  # pylint: disable=import-outside-toplevel
+
+    with mock.patch.object(cloud_images, "open_url", return_value=io.BytesIO(DATA)):
+        result = run_module(os_images, url_args("md5:" + hashlib.md5(DATA).hexdigest()), diff=True)
+    assert result["changed"] is False and result["unchanged"] == ["ubuntu"]
+    assert result["diff"] == {"before": {}, "after": {}}
+    conn.image.update_image.assert_not_called()
+    conn.image.create_image.assert_not_called()
+
+
+def test_check_mode_reports_what_the_real_run_does(os_images, conn, run_module, image_file, tmp_path):
+    other = tmp_path / "other.raw"
+    other.write_bytes(b"other data")
+    listing(conn, raw("ubuntu", sha="0" * 64, iid="old-id", hw_machine_type="q35"),
+            raw("fedora", sha=hashlib.sha256(b"other data").hexdigest(), hw_machine_type="pc"))
+    conn.image.create_image.return_value = SimpleNamespace(id="new-id")
+    conn.image.get_image.return_value = SimpleNamespace(id="new-id", status="active", hash_algo=None, hash_value=None)
+    args = dict(ARGS, images=[dict(ARGS["images"][0], file=image_file),
+                              dict(ARGS["images"][0], name="fedora", file=str(other)),
+                              dict(ARGS["images"][0], name="debian", file=str(other))])
+    check = run_module(os_images, args, check_mode=True, diff=True)
+    assert conn.image.create_image.call_count == conn.image.update_image.call_count == 0
+    real = run_module(os_images, args, diff=True)
+    for key in ("changed", "created", "replaced", "updated", "unchanged", "diff"):
+        assert check[key] == real[key], key
+    assert check["replaced"] == ["ubuntu"] and check["updated"] == ["fedora"] and check["created"] == ["debian"]
+    assert check["retired"] == [] and len(real["retired"]) == 1  # the retired name is chosen when retiring
+    assert check["images"]["debian"] == {"id": None, "sha256": hashlib.sha256(b"other data").hexdigest()}
+    assert real["images"]["debian"]["id"] == "new-id"

@@ -182,3 +182,12 @@ def test_project_value_equal_to_a_changing_class_default_is_pinned(os_quotas, cl
     cloud.compute.get_quota_class_set.return_value = quota(instances=15)
     result = run_module(os_quotas, dict(ARGS, projects=[dict(project="research", instances=10, cores=20)]))
     assert result["changed"] is False and quota_writes(cloud) == []
+
+
+def test_check_mode_reports_what_the_real_run_does(os_quotas, cloud, run_module):
+    check = run_module(os_quotas, ARGS, check_mode=True, diff=True)
+    assert quota_writes(cloud) == []
+    real = run_module(os_quotas, ARGS, diff=True)
+    assert len(quota_writes(cloud)) == 2
+    for key in ("changed", "updated", "unchanged", "changes", "diff"):
+        assert check[key] == real[key], key

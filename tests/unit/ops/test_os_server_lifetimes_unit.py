@@ -6,6 +6,7 @@ import datetime
 from types import SimpleNamespace
 
 import pytest
+from ansible.module_utils import pci_inventory, server_lifetimes
 from openstack import exceptions as sdk_exceptions
 
 NOW = "2026-11-21T12:00:00Z"
@@ -57,18 +58,18 @@ def ids(entries):
 
 # ------------------------------------------------------------------ pure parts
 
-def test_parse_time_forms(lifetimes):
-    assert lifetimes.parse_time("2026-12-24") == datetime.datetime(2026, 12, 24, tzinfo=UTC)
-    assert lifetimes.parse_time("2026-12-24T18:00:00Z") == datetime.datetime(2026, 12, 24, 18, tzinfo=UTC)
-    assert lifetimes.parse_time("2026-12-24T19:00:00+01:00") == datetime.datetime(2026, 12, 24, 18, tzinfo=UTC)
-    assert lifetimes.parse_time("2026-12-24T18:00:00") == datetime.datetime(2026, 12, 24, 18, tzinfo=UTC)
+def test_parse_time_forms():
+    assert server_lifetimes.parse_time("2026-12-24") == datetime.datetime(2026, 12, 24, tzinfo=UTC)
+    assert server_lifetimes.parse_time("2026-12-24T18:00:00Z") == datetime.datetime(2026, 12, 24, 18, tzinfo=UTC)
+    assert server_lifetimes.parse_time("2026-12-24T19:00:00+01:00") == datetime.datetime(2026, 12, 24, 18, tzinfo=UTC)
+    assert server_lifetimes.parse_time("2026-12-24T18:00:00") == datetime.datetime(2026, 12, 24, 18, tzinfo=UTC)
     for bad in ("", "tomorrow", "2026-13-01", None):
         with pytest.raises(ValueError):
-            lifetimes.parse_time(bad)
+            server_lifetimes.parse_time(bad)
 
 
-def test_validate_policy_errors(lifetimes):
-    errors = lifetimes.validate_policy([dict(project="ci", max_age_hours=0), dict(project="ci", max_age_hours=-3),
+def test_validate_policy_errors():
+    errors = server_lifetimes.validate_policy([dict(project="ci", max_age_hours=0), dict(project="ci", max_age_hours=-3),
                                         dict(project=" ", max_age_hours=1)], -1, 0)
     assert errors == [
         "policies[0] (project ci): max_age_hours=0 must be a positive number of hours (e.g. 168 for a week)",
@@ -78,18 +79,18 @@ def test_validate_policy_errors(lifetimes):
         "default_max_age_hours=-1 must be a positive number of hours, or null to leave projects without a policy alone",
         "timeout=0 must be a positive number of seconds",
     ]
-    assert lifetimes.validate_policy([dict(project="ci", max_age_hours=0.5)], None, 10) == []
+    assert server_lifetimes.validate_policy([dict(project="ci", max_age_hours=0.5)], None, 10) == []
 
 
-def test_exemption_kinds(lifetimes):
-    now = lifetimes.parse_time(NOW)
-    assert lifetimes.exemption({"ogc:exempt": "True"}, now, "ogc:exempt", "ogc:expires")[0] == "exempt"
-    assert lifetimes.exemption({"ogc:exempt": "false"}, now, "ogc:exempt", "ogc:expires") == (None, None)
-    kind, when = lifetimes.exemption({"ogc:expires": "2026-12-01"}, now, "ogc:exempt", "ogc:expires")
+def test_exemption_kinds():
+    now = server_lifetimes.parse_time(NOW)
+    assert server_lifetimes.exemption({"ogc:exempt": "True"}, now, "ogc:exempt", "ogc:expires")[0] == "exempt"
+    assert server_lifetimes.exemption({"ogc:exempt": "false"}, now, "ogc:exempt", "ogc:expires") == (None, None)
+    kind, when = server_lifetimes.exemption({"ogc:expires": "2026-12-01"}, now, "ogc:exempt", "ogc:expires")
     assert kind == "expires" and when == datetime.datetime(2026, 12, 1, tzinfo=UTC)
-    kind, why = lifetimes.exemption({"ogc:expires": "soon"}, now, "ogc:exempt", "ogc:expires")
+    kind, why = server_lifetimes.exemption({"ogc:expires": "soon"}, now, "ogc:exempt", "ogc:expires")
     assert kind == "invalid" and "metadata ogc:expires='soon' is not an ISO 8601 date" in why
-    assert lifetimes.exemption(None, now, "ogc:exempt", "ogc:expires") == (None, None)
+    assert server_lifetimes.exemption(None, now, "ogc:exempt", "ogc:expires") == (None, None)
 
 
 # ------------------------------------------------------------------ module runs
@@ -264,16 +265,13 @@ def test_deleted_servers_ignored(lifetimes, cloud, run_module):
 # ------------------------------------------------------------------ os_pci_inventory (pure part)
 
 def test_pci_inventory_summary():
-    from ogc_testlib import load_library_module  # pylint: disable=import-outside-toplevel
-
-    inv = load_library_module("os_pci_inventory")
     providers = [{"uuid": "root", "name": "gpu01", "root_provider_uuid": "root"},
                  {"uuid": "d1", "name": "gpu01_0000:27:00.0", "root_provider_uuid": "root"},
                  {"uuid": "d2", "name": "gpu01_0000:44:00.0", "root_provider_uuid": "root"}]
     inventories = {"root": {"VCPU": {"total": 64}}, "d1": {"CUSTOM_PCI_10DE_1DB4": {"total": 1}},
                    "d2": {"CUSTOM_PCI_10DE_1DB4": {"total": 1, "reserved": 0}}}
     usages = {"d1": {"CUSTOM_PCI_10DE_1DB4": 1}}
-    hosts, devices = inv.summarise(providers, inventories, usages, ["CUSTOM_PCI_*"])
+    hosts, devices = pci_inventory.summarise(providers, inventories, usages, ["CUSTOM_PCI_*"])
     assert hosts == {"gpu01": {"CUSTOM_PCI_10DE_1DB4": {"total": 2, "used": 1}}}
     assert [(d["name"], d["used"]) for d in devices] == [("gpu01_0000:27:00.0", 1), ("gpu01_0000:44:00.0", 0)]
-    assert inv.summarise(providers, inventories, usages, ["PGPU"]) == ({}, [])
+    assert pci_inventory.summarise(providers, inventories, usages, ["PGPU"]) == ({}, [])
