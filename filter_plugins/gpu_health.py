@@ -95,7 +95,8 @@ def _nova_addresses(devices, hypervisor):
     None when none of its providers is named that way (e.g. vGPU classes on the compute node itself)."""
     prefix = hypervisor + "_"
     named = [d.get("name", "") for d in devices if d.get("host") == hypervisor]
-    addresses = set(n[len(prefix):] for n in named if n.startswith(prefix))
+    # Placement upper-cases the hex digits of the address in the provider's name.
+    addresses = set(n[len(prefix):].lower() for n in named if n.startswith(prefix))
     return addresses if addresses else None
 
 

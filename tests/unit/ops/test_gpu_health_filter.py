@@ -128,7 +128,8 @@ def test_filter_names():
 
 
 def _devices(hypervisor, addresses):
-    return [{"name": "%s_%s" % (hypervisor, a), "host": hypervisor, "resource_class": "CUSTOM_PCI_10DE_1DB4",
+    """os_pci_inventory's devices as placement names them: "<hypervisor>_<ADDRESS>", hex digits upper-cased."""
+    return [{"name": "%s_%s" % (hypervisor, a.upper()), "host": hypervisor, "resource_class": "CUSTOM_PCI_10DE_1DB4",
              "total": 1, "used": 0} for a in addresses]
 
 
