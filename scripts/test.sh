@@ -17,7 +17,12 @@ fi
 export PATH="$root/.venv/bin:$PATH"
 export ANSIBLE_CONFIG="$root/ansible.cfg"
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each stage says what the previous one cost (bench/README.md, "Test command, stage by stage").
+stage_started=0  # the first figure is the set-up (packages, venv)
+step() {
+  printf '\n(%d s)\n==> %s\n' "$((SECONDS - stage_started))" "$*"
+  stage_started=$SECONDS
+}
 
 step "yamllint"
 yamllint --strict .
@@ -40,4 +45,5 @@ step "molecule (every scenario)"
 molecule test --all
 
 echo
+echo "(molecule: $((SECONDS - stage_started)) s; whole command: ${SECONDS} s)"
 echo "All tests passed."
