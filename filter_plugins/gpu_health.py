@@ -17,7 +17,9 @@
     ok: false
 
 ``reports | gpu_health_nova(nova, hosts_map)`` adds Nova's view (placement inventories of the PCI
-resource classes, from os_pci_inventory) to the per-host reports and returns the summary lines.
+resource classes, from os_pci_inventory) to the per-host reports, compares it with the plan both ways
+(``nova_missing``: planned GPUs on the bus that Nova does not offer; ``nova_extra``: devices Nova offers
+that the plan does not) and returns the summary lines and alerts.
 Pure functions; every error names the host and what to fix.
 """
 
@@ -88,36 +90,80 @@ def gpu_health(facts, plan, expected=None, host=None, reference="plan file"):
     return report
 
 
+def _nova_addresses(devices, hypervisor):
+    """PCI addresses of a hypervisor's device providers in placement (Nova names them "<hypervisor>_<address>");
+    None when none of its providers is named that way (e.g. vGPU classes on the compute node itself)."""
+    prefix = hypervisor + "_"
+    named = [d.get("name", "") for d in devices if d.get("host") == hypervisor]
+    # Placement upper-cases the hex digits of the address in the provider's name.
+    addresses = set(n[len(prefix):].lower() for n in named if n.startswith(prefix))
+    return addresses if addresses else None
+
+
 def gpu_health_nova(reports, nova, host_map=None):
     """Add Nova's view to the per-host reports; returns {reports, lines, alerts}.
 
-    nova: the result of os_pci_inventory ({available, hosts: {hypervisor: {resource_class: {total, used}}}, note}).
+    nova: the result of os_pci_inventory ({available, hosts: {hypervisor: {resource_class: {total, used}}},
+    devices: [{name, host, resource_class, total, used}], note}).
     host_map: {inventory host: hypervisor name} (default the same name).
+
+    Both sides are compared: a GPU the plan gives Nova that is on the bus but not in placement, and a device
+    Nova offers that the plan does not give it, are alerts naming host and address (report keys
+    ``nova_missing`` and ``nova_extra``); so is a host whose plan gives Nova GPUs but that placement does not
+    know at all. Where placement's device providers are not named per address, the counts are compared.
     """
     if not isinstance(reports, list):
         raise AnsibleFilterError("gpu_health_nova: reports must be the list of per-host gpu_health reports")
     host_map = host_map or {}
     nova = nova or {}
     hosts = nova.get("hosts") or {}
+    devices = nova.get("devices") or []
     out, lines, alerts = [], [], []
     for report in reports:
         report = dict(report)
         name = host_map.get(report["host"], report["host"])
         view = hosts.get(name)
+        own_alerts = list(report.get("alerts", []))
+        report_alerts = []  # Nova's side; listed before the host's own, as the summary reads
         line = "%s: %d/%d GPUs for Nova on the bus" % (report["host"], report["found"], report["expected"])
+        planned = [g["address"] for g in report.get("gpus", []) if g.get("for_nova")]
+        on_bus = [g["address"] for g in report.get("gpus", []) if g.get("for_nova") and g.get("present")]
         if view is not None:
             total = sum(v.get("total", 0) for v in view.values())
             used = sum(v.get("used", 0) for v in view.values())
             report["nova"] = dict(hypervisor=name, total=total, used=used, free=total - used, classes=view)
             line += "; Nova (placement, %s): %d total, %d used, %d free" % (
                 ", ".join(sorted(view)), total, used, total - used)
-            if total != report["found"]:
-                alerts.append("%s: Nova counts %d passthrough GPUs on %s but %d of the plan's are on the bus; "
-                              "restart nova-compute there after fixing the host so Nova's count is right"
-                              % (report["host"], total, name, report["found"]))
+            offered = _nova_addresses(devices, name)
+            if offered is not None:
+                report["nova_missing"] = [a for a in on_bus if a not in offered]
+                report["nova_extra"] = sorted(offered - set(planned))
+                for address in report["nova_missing"]:
+                    report_alerts.append(
+                        "%s: GPU %s is on the bus and in the passthrough plan, but Nova does not offer it (no placement "
+                        "provider %s_%s): check [pci] device_spec in nova/%s/nova.conf (playbooks/nova.yml, then "
+                        "kolla-ansible reconfigure) and restart nova-compute" % (report["host"], address, name, address,
+                                                                                name))
+                for address in report["nova_extra"]:
+                    report_alerts.append(
+                        "%s: Nova offers device %s on %s, which the passthrough plan does not give it (a device_spec "
+                        "wider than the plan, or a stale override): render the overrides again (playbooks/nova.yml), "
+                        "reconfigure nova-compute there, and check no server uses it" % (report["host"], address, name))
+            elif total != report["found"]:
+                report_alerts.append("%s: Nova counts %d passthrough GPUs on %s but %d of the plan's are on the bus; "
+                                     "restart nova-compute there after fixing the host so Nova's count is right"
+                                     % (report["host"], total, name, report["found"]))
         elif nova.get("available"):
             line += "; Nova: no PCI devices reported for hypervisor %s" % name
-        report_alerts = report.get("alerts", [])
+            if planned:
+                report["nova_missing"] = on_bus
+                report_alerts.append(
+                    "%s: the plan gives Nova %d GPU(s) but placement has no PCI device of hypervisor %s: check that "
+                    "nova-compute runs there with the rendered [pci] device_spec and report_in_placement, or set "
+                    "health_nova_host if its hypervisor name differs" % (report["host"], len(planned), name))
+        report_alerts += own_alerts
+        report["alerts"] = report_alerts
+        report["ok"] = not report_alerts
         line += "; %s" % ("OK" if not report_alerts else "%d alert(s)" % len(report_alerts))
         lines.append(line)
         alerts.extend(report_alerts)

@@ -1,14 +1,28 @@
 #!/usr/bin/env bash
 # Run every test: lint, unit and integration tests (pytest), and the molecule scenarios.
-# Creates its own virtualenvs on a fresh machine. Usage: scripts/test.sh
+# Creates its own virtualenvs on a fresh machine and installs the Debian packages the tests need
+# (scripts/setup-system.sh, requirements/debian-packages.txt). Needs root: apt-get for those packages,
+# `unshare --mount` in the image tests, the real-kernel harness's apt-get download. Usage: scripts/test.sh
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
+if [ "$(id -u)" -ne 0 ]; then
+  echo "test.sh: needs root (apt-get installs the Debian packages in requirements/debian-packages.txt," >&2
+  echo "         the image tests run 'unshare --mount', the real-kernel harness runs 'apt-get download');" >&2
+  echo "         run it as root, e.g. 'sudo scripts/test.sh'" >&2
+  exit 1
+fi
+"$root/scripts/setup-system.sh"
 "$root/scripts/bootstrap.sh"
 export PATH="$root/.venv/bin:$PATH"
 export ANSIBLE_CONFIG="$root/ansible.cfg"
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each stage says what the previous one cost (bench/README.md, "Test command, stage by stage").
+stage_started=0  # the first figure is the set-up (packages, venv)
+step() {
+  printf '\n(%d s)\n==> %s\n' "$((SECONDS - stage_started))" "$*"
+  stage_started=$SECONDS
+}
 
 step "yamllint"
 yamllint --strict .
@@ -31,4 +45,5 @@ step "molecule (every scenario)"
 molecule test --all
 
 echo
+echo "(molecule: $((SECONDS - stage_started)) s; whole command: ${SECONDS} s)"
 echo "All tests passed."

@@ -12,9 +12,19 @@ Adds to the API-only test cloud, all on 127.0.0.1 and under coreutils ``timeout`
   driver (``ogc_fake_gpu.FakeGpuDriver``, loaded through ogc_nova_compute.py: Nova's FakeDriver reporting GPU-like PCI devices) with a
   ``[pci] device_spec`` for them; nova-api gets the matching ``[pci] alias`` and the broker's URL.
 
-The compute host (``COMPUTE_HOST``) offers two Tesla V100 (10de:1db4, type-PCI, alias ``tesla-v100``);
-the alias ``rtx-2080ti`` (10de:1e07) is known to the API but no host has such a device, so a flavor
-asking for it fails with "No valid host was found".
+By default the compute host (``COMPUTE_HOST``) offers two Tesla V100 (10de:1db4, type-PCI, alias
+``tesla-v100``); the alias ``rtx-2080ti`` (10de:1e07) is known to the API but no host has such a device, so
+a flavor asking for it fails with "No valid host was found".
+
+With ``--nova-pci-from FILE`` (a nova.conf kolla-ansible rendered for a GPU host's nova-compute, e.g.
+``<node_config_directory>/nova-compute/nova.conf``) the ``[pci]`` and ``[filter_scheduler]`` sections of
+every nova service come from that file instead: its ``[pci] alias`` (and any other ``[pci]`` key but
+``device_spec``) and its ``[filter_scheduler]`` go to the nova.conf all services read, its ``[pci]
+device_spec`` to nova-compute's own file. The test cloud keeps only its own keys those sections do not set
+(``pci_in_placement``, ``report_in_placement``: devices tracked in placement); the rest of the rendered
+file points at containers and is not used. ``--fake-gpus FILE`` (a JSON list of ``{address, vendor_id,
+product_id, dev_type, numa_node}``) names the devices the fake driver reports, and ``--compute-host NAME``
+the hypervisor's name.
 """
 
 import datetime
@@ -49,6 +59,71 @@ class ComputeError(Exception):
     """Raised with an operator-facing message; testcloud.py turns it into its CloudError."""
 
 
+RENDERED_SECTIONS = ("pci", "filter_scheduler")
+
+
+def read_rendered_sections(path):
+    """{section: [(key, value), ...]} of RENDERED_SECTIONS in a rendered nova.conf, read with oslo.config's
+    own INI parser (repeated keys such as ``alias`` and ``device_spec`` are all kept, in order)."""
+    from oslo_config import iniparser  # the services venv  # pylint: disable=import-outside-toplevel
+
+    class Parser(iniparser.BaseParser):
+        def __init__(self):
+            super().__init__()
+            self.section = None
+            self.found = {}
+
+        def new_section(self, section):
+            self.section = section
+            if section in RENDERED_SECTIONS:
+                self.found.setdefault(section, [])
+
+        def assignment(self, key, value):
+            if self.section in RENDERED_SECTIONS:
+                self.found[self.section].append((key, "\n".join(value)))
+
+        def parse_exc(self, msg, lineno, line=None):
+            return ComputeError("%s line %s: %s (%r): not a nova.conf kolla-ansible rendered" % (path, lineno, msg, line))
+
+    parser = Parser()
+    try:
+        with open(path, encoding="utf-8") as handle:
+            parser.parse(handle)
+    except OSError as exc:
+        raise ComputeError("--nova-pci-from %s cannot be read (%s): render it first (playbooks/nova.yml, then "
+                           "kolla-ansible genconfig: playbooks/deploy.yml)" % (path, exc.strerror)) from None
+    found = parser.found
+    if not any(k == "device_spec" for k, _v in found.get("pci", [])) or \
+            not any(k == "alias" for k, _v in found.get("pci", [])):
+        raise ComputeError("--nova-pci-from %s has no [pci] device_spec and alias: it is not the nova-compute "
+                           "configuration of a GPU host that nova_pci_config configured" % path)
+    if not any(k == "enabled_filters" for k, _v in found.get("filter_scheduler", [])):
+        raise ComputeError("--nova-pci-from %s has no [filter_scheduler] enabled_filters (nova_pci_config writes "
+                           "them into the global nova.conf override)" % path)
+    return found
+
+
+def read_fake_gpus(path):
+    """The devices the fake driver reports, from a JSON list; a wrong entry names the file and the fix."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            devices = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise ComputeError("--fake-gpus %s cannot be read as JSON (%s)" % (path, exc)) from None
+    if not isinstance(devices, list) or not devices:
+        raise ComputeError("--fake-gpus %s must hold a non-empty JSON list of devices" % path)
+    for item in devices:
+        if not isinstance(item, dict) or not all(isinstance(item.get(k), str) for k in ("address", "vendor_id",
+                                                                                           "product_id")):
+            raise ComputeError("--fake-gpus %s: each device needs string address, vendor_id and product_id; got %r"
+                               % (path, item))
+    return devices
+
+
+def _lines(pairs):
+    return "".join("%s = %s\n" % (key, value) for key, value in pairs)
+
+
 def _port_open(port, timeout=1.0):
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=timeout):
@@ -81,11 +156,25 @@ def ensure_rabbitmq(log):
 class Compute:
     """Configuration, initialisation and processes of the compute side, for one TestCloud."""
 
-    def __init__(self, cloud):
+    def __init__(self, cloud, nova_pci_from=None, fake_gpus=None, host=None):
         self.cloud = cloud
+        self.nova_pci_from = nova_pci_from
+        self.fake_gpus = fake_gpus
+        self.host = host or COMPUTE_HOST
         self.rabbit_dir = os.path.join(cloud.data, "rabbitmq")
         self.rabbit_logs = os.path.join(cloud.logs, "rabbitmq")
         self.here = os.path.dirname(os.path.abspath(__file__))
+
+    def options(self):
+        """What this start was asked for (a running cloud started otherwise is restarted)."""
+        return {"nova_pci_from": self.nova_pci_from, "fake_gpus": self.fake_gpus, "host": self.host}
+
+    def check_inputs(self):
+        """Read the rendered configuration and the fake devices once, so a bad file stops the start early."""
+        if self.nova_pci_from:
+            read_rendered_sections(self.nova_pci_from)
+        if self.fake_gpus:
+            read_fake_gpus(self.fake_gpus)
 
     # ---- ports and URLs ---------------------------------------------------------
     def choose_ports(self, port_is_free, free_port):
@@ -145,7 +234,23 @@ username = nova
 password = {pw['nova']}
 region_name = RegionOne
 """
-        aliases = "".join("alias = %s\n" % json.dumps(a, sort_keys=True) for a in PCI_ALIASES)
+        # [pci] and [filter_scheduler]: the test cloud's own, or the sections of a rendered nova.conf (its keys
+        # replace ours; ours that it does not set are kept).
+        pci = [("alias", json.dumps(a, sort_keys=True)) for a in PCI_ALIASES]
+        specs = [("device_spec", json.dumps(s, sort_keys=True)) for s in PCI_DEVICE_SPECS]
+        scheduler = [("available_filters", "nova.scheduler.filters.all_filters"), ("enabled_filters", ENABLED_FILTERS),
+                     # Passthrough devices are tracked in placement too (free/used through the API; see os_pci_inventory).
+                     ("pci_in_placement", "true")]
+        devices = PCI_DEVICES
+        if self.nova_pci_from:
+            rendered = read_rendered_sections(self.nova_pci_from)
+            pci = [(k, v) for k, v in rendered["pci"] if k != "device_spec"]
+            specs = [(k, v) for k, v in rendered["pci"] if k == "device_spec"]
+            given = {k for k, _v in rendered["filter_scheduler"]}
+            scheduler = rendered["filter_scheduler"] + [(k, v) for k, v in scheduler if k not in given]
+        if self.fake_gpus:
+            devices = read_fake_gpus(self.fake_gpus)
+        source = "from %s" % self.nova_pci_from if self.nova_pci_from else "the test cloud's own"
         text += f"""
 # ---- compute services (testcloud.sh start --with-compute) ----
 [placement]
@@ -155,30 +260,26 @@ region_name = RegionOne
 [scheduler]
 discover_hosts_in_cells_interval = 2
 workers = 1
-[filter_scheduler]
-available_filters = nova.scheduler.filters.all_filters
-enabled_filters = {ENABLED_FILTERS}
-# Passthrough devices are tracked in placement too (free/used through the API; see os_pci_inventory).
-pci_in_placement = true
 [conductor]
 workers = 1
-[pci]
-{aliases}
-[oslo_messaging_rabbit]
+# [filter_scheduler] and [pci]: {source}
+[filter_scheduler]
+{_lines(scheduler)}[pci]
+{_lines(pci)}[oslo_messaging_rabbit]
 heartbeat_timeout_threshold = 0
 """
         write_file(nova_conf, text)
-        specs = "".join("device_spec = %s\n" % json.dumps(s, sort_keys=True) for s in PCI_DEVICE_SPECS)
         write_file(os.path.join(cloud.etc, "nova", "nova-compute.conf"), f"""# nova-compute only (read after nova.conf).
 [DEFAULT]
 debug = {"true" if os.environ.get("OGC_TESTCLOUD_DEBUG") else "false"}
-host = {COMPUTE_HOST}
+host = {self.host}
 compute_driver = ogc_fake_gpu.FakeGpuDriver
 instances_path = {cloud.data}/instances
+# [pci] device_spec: {source}
 [pci]
 report_in_placement = true
-{specs}""")
-        write_file(os.path.join(cloud.etc, "nova", "fake-pci-devices.json"), json.dumps(PCI_DEVICES, indent=1) + "\n")
+{_lines(specs)}""")
+        write_file(os.path.join(cloud.etc, "nova", "fake-pci-devices.json"), json.dumps(devices, indent=1) + "\n")
         write_file(os.path.join(cloud.etc, "placement", "placement.conf"), f"""[DEFAULT]
 log_file = {cloud.logs}/placement.log
 [api]
@@ -343,7 +444,7 @@ enforce_new_defaults = true
             if hypervisors and all(services.get(b) == "up" for b in ("nova-conductor", "nova-scheduler",
                                                                      "nova-compute")):
                 try:
-                    providers = list(conn.placement.resource_providers(name=COMPUTE_HOST))
+                    providers = list(conn.placement.resource_providers(name=self.host))
                 except Exception as exc:  # pylint: disable=broad-except
                     providers, services = [], dict(services, placement_error=str(exc))
                 if providers:

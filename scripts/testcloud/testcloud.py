@@ -3,7 +3,8 @@
 
 Run with the OpenStack services venv's Python (scripts/testcloud.sh does that):
 
-    testcloud.py start  [--dir DIR] [--lifetime SECONDS] [--with-compute]
+    testcloud.py start  [--dir DIR] [--lifetime SECONDS] [--with-compute [--nova-pci-from FILE]
+                        [--fake-gpus FILE] [--compute-host NAME]]
     testcloud.py stop   [--dir DIR]
     testcloud.py status [--dir DIR]
     testcloud.py wipe   [--dir DIR] [--all]   stop, then delete databases, keys and images; the next
@@ -145,7 +146,7 @@ def tail(path, lines=15):
 # --------------------------------------------------------------------------- the cloud
 
 class TestCloud:
-    def __init__(self, state_dir, lifetime=DEFAULT_LIFETIME, with_compute=False):
+    def __init__(self, state_dir, lifetime=DEFAULT_LIFETIME, with_compute=False, compute_options=None):
         self.dir = os.path.abspath(state_dir)
         self.etc = os.path.join(self.dir, "etc")
         self.data = os.path.join(self.dir, "data")
@@ -157,7 +158,7 @@ class TestCloud:
         self.lifetime = lifetime
         self.state = load_json(self.state_path, {})
         self.with_compute = with_compute
-        self.compute = compute.Compute(self) if with_compute else None
+        self.compute = compute.Compute(self, **(compute_options or {})) if with_compute else None
 
     # ---- state ---------------------------------------------------------------
     def save_state(self):
@@ -466,9 +467,15 @@ clouds:
 
     # ---- commands ------------------------------------------------------------
     def start(self):
+        if self.compute:
+            try:
+                self.compute.check_inputs()  # before anything is stopped or written
+            except compute.ComputeError as exc:
+                raise CloudError(str(exc)) from None
         os.makedirs(self.dir, exist_ok=True)
         up = self.running()
-        if set(self.expected()) <= set(up):
+        options = self.compute.options() if self.compute else None
+        if set(self.expected()) <= set(up) and self.state.get("compute_options") == options:
             print(f"testcloud: already running in {self.dir}")
             self.print_status()
             return 0
@@ -482,6 +489,7 @@ clouds:
         if self.compute:
             self.compute.write_configs(write_file)
         self.state["with_compute"] = self.with_compute
+        self.state["compute_options"] = options
         self.save_state()
         if not self.state.get("initialised") and os.path.isdir(self.pristine) and \
                 self.state.get("pristine_keystone_url"):
@@ -561,8 +569,8 @@ clouds:
             self.compute.wait_compute(conn, procs, time.time() + READY_TIMEOUT, services_started)
         finally:
             conn.close()
-        print(f"testcloud: compute services ready in {time.time() - t0:.1f} s (host {compute.COMPUTE_HOST}, "
-              f"PCI aliases {', '.join(a['name'] for a in compute.PCI_ALIASES)})")
+        print(f"testcloud: compute services ready in {time.time() - t0:.1f} s (host {self.compute.host}, "
+              f"PCI configuration {self.compute.nova_pci_from or 'the test cloud own'})")
 
     def stop(self, quiet=False):
         pids = self.state.get("pids", {})
@@ -659,10 +667,21 @@ def main(argv=None):
     parser.add_argument("--with-compute", action="store_true",
                         help="start: also run RabbitMQ, Placement, nova-conductor, nova-scheduler and a fake "
                              "nova-compute with GPU-like PCI devices (servers can be booted)")
+    parser.add_argument("--nova-pci-from", metavar="FILE",
+                        help="with --with-compute: take every nova service's [pci] and [filter_scheduler] from this "
+                             "nova.conf kolla-ansible rendered for a GPU host's nova-compute")
+    parser.add_argument("--fake-gpus", metavar="FILE",
+                        help="with --with-compute: the PCI devices the fake nova-compute reports (JSON list of "
+                             "{address, vendor_id, product_id, dev_type, numa_node})")
+    parser.add_argument("--compute-host", metavar="NAME", help="with --with-compute: the hypervisor's name")
     args = parser.parse_args(argv)
     if args.lifetime <= 0:
         parser.error("--lifetime must be a positive number of seconds")
-    cloud = TestCloud(args.dir, args.lifetime, with_compute=args.with_compute)
+    options = {"nova_pci_from": args.nova_pci_from and os.path.abspath(args.nova_pci_from),
+               "fake_gpus": args.fake_gpus and os.path.abspath(args.fake_gpus), "host": args.compute_host}
+    if any(options.values()) and not args.with_compute:
+        parser.error("--nova-pci-from, --fake-gpus and --compute-host need --with-compute")
+    cloud = TestCloud(args.dir, args.lifetime, with_compute=args.with_compute, compute_options=options)
     try:
         if args.command == "wipe":
             return cloud.wipe(everything=args.all)

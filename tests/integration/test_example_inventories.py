@@ -60,18 +60,60 @@ def test_settings_to_change_are_marked_and_secrets_are_vaulted(name):
     assert "passthrough_host_allow_reboot: false" in passthrough
 
 
-@pytest.mark.parametrize("name", sorted(EXAMPLES))
-def test_flavors_ask_only_for_aliases_the_hosts_provide(name, host_facts, planner):
-    inv = os.path.join(ROOT, "inventory", name)
-    aliases = set()
+@pytest.fixture(scope="module", params=sorted(EXAMPLES))
+def planned_and_rendered(request, fixture_host, tmp_path_factory):
+    """playbooks/plan.yml then playbooks/nova.yml on the example inventory itself, its GPU hosts simulated
+    (one fixture tree per model, IOMMU on) through a second inventory that only says where each host's
+    trees are and where to write: the example's own host_vars and group_vars (per-host passthrough_policy
+    included) reach the roles through Ansible's variable precedence."""
+    name = request.param
+    work = tmp_path_factory.mktemp(name)
+    local = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+             "ansible_become": False}
+    hosts = {}
     for host, fixture in EXAMPLES[name].items():
-        policy = {}
-        host_vars = os.path.join(inv, "host_vars", f"{host}.yml")
-        if os.path.exists(host_vars):
-            policy = (load(host_vars) or {}).get("passthrough_policy", {})
-        plan = planner.passthrough_plan(host_facts(fixture, iommu=True), policy, host)
-        aliases |= {a["name"] for a in plan["aliases"]}
-    flavors = load(os.path.join(inv, "group_vars", "all", "cloud.yml"))["cloud_flavors"]
+        root = fixture_host(fixture, iommu=True)
+        hosts[host] = dict(local, passthrough_sysfs_root=os.path.join(root, "sys"),
+                           passthrough_procfs_root=os.path.join(root, "proc"), passthrough_plan_dir=str(work / "plans"))
+    hosts["localhost"] = dict(local, nova_pci_config_node_custom_config=str(work / "config"),
+                              nova_pci_config_plan_dir=str(work / "plans"))
+    overlay = work / "simulated.yml"
+    overlay.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
+    inv = os.path.join(ROOT, "inventory", name)
+    runs = {}
+    for playbook in ("plan.yml", "nova.yml"):
+        proc = ansible("ansible-playbook", "-i", inv, "-i", str(overlay), os.path.join("playbooks", playbook))
+        runs[playbook] = proc
+        assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-2000:]
+    plans = {host: load(work / "plans" / f"{host}.json")["plan"] for host in EXAMPLES[name]}
+    return name, work, plans, runs
+
+
+def _conf_values(path, key):
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line.split("=", 1)[1]) for line in handle if line.startswith(key + " =")]
+
+
+def test_example_hosts_planned_and_rendered_through_ansible(planned_and_rendered):
+    name, work, plans, _runs = planned_and_rendered
+    for host, plan in plans.items():
+        assert plan["host"] == host and plan["selected"], (host, plan["notes"])
+        # Each host's device_spec is exactly its plan's selection, by address.
+        specs = _conf_values(work / "config" / "nova" / host / "nova.conf", "device_spec")
+        assert sorted(s["address"] for s in specs) == sorted(d["address"] for d in plan["selected"]), host
+    aliases = {a["name"] for a in _conf_values(work / "config" / "nova.conf", "alias")}
+    assert aliases == {a["name"] for p in plans.values() for a in p["aliases"]}
+    if name == "example-multinode":
+        assert {h: sorted({d["alias"] for d in p["selected"]}) for h, p in plans.items()} == {
+            "gpu-v100-01": ["tesla-v100"], "gpu-a100-01": ["a100", "t4"], "gpu-rtx-01": ["rtx-2080-ti"]}
+        types = {d["alias"]: d["device_type"] for p in plans.values() for d in p["selected"]}
+        assert types["a100"] == "type-PF" and types["t4"] == "type-PCI"
+
+
+def test_flavors_ask_only_for_aliases_the_hosts_provide(planned_and_rendered):
+    name, work, _plans, _runs = planned_and_rendered
+    rendered = {a["name"] for a in _conf_values(work / "config" / "nova.conf", "alias")}
+    flavors = load(os.path.join(ROOT, "inventory", name, "group_vars", "all", "cloud.yml"))["cloud_flavors"]
     asked = {spec.split(":")[0] for f in flavors for key, spec in f.get("extra_specs", {}).items()
              if key == "pci_passthrough:alias"}
-    assert asked and asked <= aliases, (asked, aliases)
+    assert asked and asked <= rendered, (asked, rendered)

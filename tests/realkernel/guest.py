@@ -101,10 +101,12 @@ def apt_update() -> None:
 
 
 def ensure_qemu() -> str:
-    """Return the path of qemu-system-x86_64, installing Debian's qemu-system-x86 if missing."""
+    """Return the path of qemu-system-x86_64 (Debian's qemu-system-x86, installed by scripts/setup-system.sh)."""
     found = shutil.which("qemu-system-x86_64")
-    if found:
-        return found
+    if not found:
+        raise GuestBuildError("qemu-system-x86_64 is not installed: run scripts/setup-system.sh as root (it installs "
+                              "qemu-system-x86 and every other Debian package in requirements/debian-packages.txt)")
+    return found
     _need_root("installing qemu-system-x86")
     apt_update()
     _run(["apt-get", "install", "-y", "-q", "--no-install-recommends", "qemu-system-x86"], timeout=600)

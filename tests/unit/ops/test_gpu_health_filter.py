@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from ansible.errors import AnsibleFilterError
 
 from ogc_testlib import load_source
@@ -116,10 +118,81 @@ def test_nova_view_absent(seed):
     out = health.gpu_health_nova([report], {"available": False, "hosts": {}, "note": "no PCI in placement"})
     assert out["lines"] == ["seed-v100: 4/4 GPUs for Nova on the bus; OK", "Nova: no PCI in placement"]
     out = health.gpu_health_nova([report], {"available": True, "hosts": {"other": {}}, "note": ""})
-    assert "Nova: no PCI devices reported for hypervisor seed-v100" in out["lines"][0]
+    assert "Nova: no PCI devices reported for hypervisor seed-v100; 1 alert(s)" in out["lines"][0]
     with pytest.raises(AnsibleFilterError):
         health.gpu_health_nova("x", {})
 
 
 def test_filter_names():
     assert set(health.FilterModule().filters()) == {"gpu_health", "gpu_health_nova"}
+
+
+def _devices(hypervisor, addresses):
+    """os_pci_inventory's devices as placement names them: "<hypervisor>_<ADDRESS>", hex digits upper-cased."""
+    return [{"name": "%s_%s" % (hypervisor, a.upper()), "host": hypervisor, "resource_class": "CUSTOM_PCI_10DE_1DB4",
+             "total": 1, "used": 0} for a in addresses]
+
+
+def test_nova_view_compared_device_by_device(seed):
+    _facts, bound, plan = seed
+    planned = [s["address"] for s in plan["selected"]]
+    assert planned == ["0000:27:00.0", "0000:44:00.0", "0000:a3:00.0", "0000:c3:00.0"]
+    report = health.gpu_health(bound, plan, host="seed-v100")
+    hosts = {"gpu01": {"CUSTOM_PCI_10DE_1DB4": {"total": 4, "used": 0}}}
+    same = health.gpu_health_nova([report], {"available": True, "hosts": hosts, "devices": _devices("gpu01", planned)},
+                                  {"seed-v100": "gpu01"})
+    assert same["alerts"] == [] and same["reports"][0]["nova_missing"] == [] and same["reports"][0]["nova_extra"] == []
+    # Same count, other devices: one planned GPU missing from placement, a held-back group-mate offered instead.
+    swapped = planned[:3] + ["0000:28:00.0"]
+    out = health.gpu_health_nova([report], {"available": True, "hosts": hosts, "devices": _devices("gpu01", swapped)},
+                                 {"seed-v100": "gpu01"})
+    assert out["reports"][0]["nova_missing"] == ["0000:c3:00.0"]
+    assert out["reports"][0]["nova_extra"] == ["0000:28:00.0"]
+    assert out["reports"][0]["ok"] is False
+    assert out["alerts"][0].startswith("seed-v100: GPU 0000:c3:00.0 is on the bus and in the passthrough plan, but Nova "
+                                       "does not offer it (no placement provider gpu01_0000:c3:00.0)")
+    assert out["alerts"][1].startswith("seed-v100: Nova offers device 0000:28:00.0 on gpu01, which the passthrough plan "
+                                       "does not give it")
+    assert out["lines"][0].endswith("; 2 alert(s)") and out["lines"][-1].startswith("ALERT seed-v100: Nova offers")
+
+
+def test_nova_view_gone_gpu_is_not_also_missing_from_nova(seed):
+    _facts, bound, plan = seed
+    broken = health.gpu_health(without(bound, "0000:c3:00.0"), plan, host="seed-v100")
+    planned = [s["address"] for s in plan["selected"]]
+    out = health.gpu_health_nova([broken], {"available": True, "hosts": {"seed-v100": {"X": {"total": 3, "used": 0}}},
+                                            "devices": _devices("seed-v100", planned[:3])})
+    assert out["reports"][0]["nova_missing"] == [] and out["reports"][0]["nova_extra"] == []
+    assert len(out["alerts"]) == 2 and "is gone from the PCI bus" in out["alerts"][0]
+
+
+def test_host_unknown_to_placement_is_an_alert(seed):
+    _facts, bound, plan = seed
+    report = health.gpu_health(bound, plan, host="seed-v100")
+    out = health.gpu_health_nova([report], {"available": True, "hosts": {"other": {}}, "devices": [], "note": ""})
+    assert out["alerts"] == ["seed-v100: the plan gives Nova 4 GPU(s) but placement has no PCI device of hypervisor "
+                             "seed-v100: check that nova-compute runs there with the rendered [pci] device_spec and "
+                             "report_in_placement, or set health_nova_host if its hypervisor name differs"]
+    assert out["reports"][0]["nova_missing"] == planned_of(plan)
+
+
+def planned_of(plan):
+    return [s["address"] for s in plan["selected"]]
+
+
+ADDRESSES = ["0000:%02x:00.0" % n for n in range(1, 12)]
+
+
+@given(planned=st.sets(st.sampled_from(ADDRESSES), min_size=1), offered=st.sets(st.sampled_from(ADDRESSES), min_size=1))
+@settings(max_examples=60, deadline=None)
+def test_both_sides_compared_property(planned, offered):
+    """Whatever the plan and placement hold: missing = planned - offered, extra = offered - planned, ok iff equal."""
+    gpus = [{"address": a, "for_nova": True, "present": True} for a in sorted(planned)]
+    report = {"host": "h", "found": len(planned), "expected": len(planned), "gpus": gpus, "alerts": []}
+    nova = {"available": True, "hosts": {"hv": {"CUSTOM_PCI_10DE_1DB4": {"total": len(offered), "used": 0}}},
+            "devices": _devices("hv", sorted(offered))}
+    out = health.gpu_health_nova([report], nova, {"h": "hv"})["reports"][0]
+    assert set(out["nova_missing"]) == planned - offered
+    assert set(out["nova_extra"]) == offered - planned
+    assert out["ok"] == (planned == offered)
+    assert len(out["alerts"]) == len(planned ^ offered)
