@@ -30,8 +30,8 @@ DEFAULT_PATHS = ("/usr/share/hwdata/pci.ids", "/usr/share/misc/pci.ids", "/usr/s
 # a newline put in front.
 _VENDOR_LINE = re.compile(r"\n([0-9a-fA-F]{4}) +([^\r\n]*)")
 _CLASSES = re.compile(r"\nC [0-9a-fA-F]{2} ")
-# A device name's marketing part: "GA104GL [RTX A4000]" -> "RTX A4000".
-_BRACKETED = re.compile(r"\[([^\]]+)\]")
+# A GPU's database name: its chip, then its marketing name in brackets ("GA104GL [RTX A4000]").
+_CHIP_AND_MODEL = re.compile(r"^[^\s\[\]]+ \[([^\]]*[^\]\s][^\]]*)\]$")
 
 
 class PciIdsError(Exception):
@@ -138,11 +138,13 @@ def load(path: str) -> PciIds:
 
 
 def marketing_name(device_name: str | None) -> str | None:
-    """The model name operators know: the bracketed part of a database name when there is one.
+    """The model name operators know: for a name ``<chip> [<model>]`` (one word before the bracket, as the
+    database writes GPUs), the bracketed part; any other name as it is.
 
-    ``GA104GL [RTX A4000]`` -> ``RTX A4000``; ``ASPEED Graphics Family`` stays as it is.
+    ``GA104GL [RTX A4000]`` -> ``RTX A4000``; ``ASPEED Graphics Family`` and ``FCH SATA Controller [AHCI mode]``
+    stay as they are.
     """
-    if not device_name:
+    if not device_name or not device_name.strip():
         return None
-    match = _BRACKETED.search(device_name)
-    return match.group(1).strip() if match and match.group(1).strip() else device_name.strip()
+    match = _CHIP_AND_MODEL.match(device_name.strip())
+    return match.group(1).strip() if match else device_name.strip()

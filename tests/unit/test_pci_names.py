@@ -119,6 +119,11 @@ def test_stray_bytes_do_not_stop_discovery(tmp_path):
     ("GV100GL [Tesla V100 PCIe 16GB]", "Tesla V100 PCIe 16GB"),
     ("ASPEED Graphics Family", "ASPEED Graphics Family"),
     ("Odd [ ] name", "Odd [ ] name"),
+    ("GA100 [ ]", "GA100 [ ]"),
+    ("FCH SATA Controller [AHCI mode]", "FCH SATA Controller [AHCI mode]"),
+    ("Starship/Matisse Internal PCIe GPP Bridge 0 to bus[E:B]", "Starship/Matisse Internal PCIe GPP Bridge 0 to bus[E:B]"),
+    ("Aldebaran/MI200 [Instinct MI210]", "Instinct MI210"),
+    ("TU102 [GeForce RTX 2080 Ti Rev. A]", "GeForce RTX 2080 Ti Rev. A"),
     (None, None),
     ("", None),
 ])
