@@ -9,7 +9,8 @@
     reference: plan file            # where the plan came from (the plan file, or the current tree)
     expected: 4                     # GPUs Nova should have (health_expected_gpus, default len(plan.selected))
     found: 3                        # of the plan's selected GPUs, how many are on the bus now
-    gpus: [{address, model, driver, present, for_nova}]   # every selected / vfio-bound device of the plan
+    gpus: [{address, model, driver, present, for_nova, alias, vendor_id, product_id}]   # every selected /
+                                    # vfio-bound device of the plan (alias and ids: null unless for_nova)
     missing: ["0000:c3:00.0"]       # in the plan, gone from the bus ("fallen off the bus")
     not_vfio: [{address, driver}]   # in plan.vfio_devices, present, but not bound to vfio-pci
     alerts: ["seed-v100: GPU 0000:c3:00.0 (Tesla V100 PCIe 16GB) is gone from the PCI bus ..."]
@@ -53,13 +54,16 @@ def gpu_health(facts, plan, expected=None, host=None, reference="plan file"):
     selected = [s["address"] for s in plan["selected"]]
     models = dict((s["address"], s.get("model") or "%s:%s" % (s.get("vendor_id"), s.get("product_id")))
                   for s in plan["selected"])
+    ids = dict((s["address"], s) for s in plan["selected"])
     vfio = list(plan.get("vfio_devices") or [])
     report = dict(host=host, reference=reference, expected=len(selected) if expected is None else expected,
                   gpus=[], missing=[], not_vfio=[], alerts=[], notes=[])
     for address in selected + [a for a in vfio if a not in selected]:
         dev = now.get(address)
         entry = dict(address=address, model=models.get(address), present=dev is not None,
-                     driver=dev.get("driver") if dev else None, for_nova=address in selected)
+                     driver=dev.get("driver") if dev else None, for_nova=address in selected,
+                     alias=ids.get(address, {}).get("alias"), vendor_id=ids.get(address, {}).get("vendor_id"),
+                     product_id=ids.get(address, {}).get("product_id"))
         report["gpus"].append(entry)
         what = "GPU %s (%s)" % (address, models[address]) if address in models else "device %s" % address
         if dev is None:

@@ -20,9 +20,18 @@ Output shapes:
 from __future__ import annotations
 
 import json
+import os
 import re
 
+import ansible.module_utils
 from ansible.errors import AnsibleFilterError
+
+# The project's module_utils/ (ansible.cfg `module_utils`), importable here as modules import it.
+_MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
+if _MODULE_UTILS not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(_MODULE_UTILS)
+
+from ansible.module_utils.pci_alias import alias_name_error  # noqa: E402  pylint: disable=wrong-import-position
 
 # Nova 2026.1 (nova 33.x) default of [filter_scheduler] enabled_filters, read from
 # nova.conf.scheduler.filter_scheduler_opts; tests/unit/test_nova_pci.py compares it with Nova's
@@ -42,7 +51,6 @@ DEVICE_TYPES = ("type-PCI", "type-PF", "type-VF")
 
 _HEX4 = re.compile(r"^[0-9a-f]{4}$")
 _ADDRESS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
-_ALIAS_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,255}$")
 
 # Files under node_custom_config that kolla-ansible merges into each Nova service's nova.conf,
 # in kolla's order (roles/nova/tasks/config.yml, roles/nova-cell/tasks/config.yml). {host} is
@@ -83,10 +91,10 @@ def _check_alias(host, alias):
     if not isinstance(alias, dict):
         _fail("nova_pci: host %s: an alias must be a mapping, got %r" % (host, alias))
     name = alias.get("name")
-    if not isinstance(name, str) or not _ALIAS_NAME.match(name):
-        _fail("nova_pci: host %s: alias name %r is not usable in a flavor extra spec "
-              "(letters, digits, '.', '_', '-'; set it with the policy's alias_names)"
-              % (host, name))
+    problem = alias_name_error(name)
+    if problem:
+        _fail("nova_pci: host %s: alias name %r is not usable in a flavor extra spec: %s; "
+              "set it with the policy's alias_names" % (host, name, problem))
     _check_ids(host, "alias %s" % name, alias)
     if alias.get("device_type") not in DEVICE_TYPES:
         _fail("nova_pci: host %s: alias %s has device_type %r, expected one of %s"

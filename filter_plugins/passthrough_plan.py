@@ -24,7 +24,18 @@ policy. Its rules come from how the kernel and Nova behave:
 
 from __future__ import annotations
 
+import os
 import re
+
+import ansible.module_utils
+
+# The project's module_utils/ (ansible.cfg `module_utils`), importable here as modules import it.
+_MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
+if _MODULE_UTILS not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(_MODULE_UTILS)
+
+from ansible.module_utils.pci_alias import alias_from_model_name, alias_name_error  # noqa: E402  pylint: disable=wrong-import-position
+from ansible.module_utils.pci_ids import marketing_name  # noqa: E402  pylint: disable=wrong-import-position
 
 try:  # Ansible is present when this runs as a filter; tests may import the logic without it.
     from ansible.errors import AnsibleFilterError
@@ -36,7 +47,6 @@ ADDRESS_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 SHORT_ADDRESS_RE = re.compile(r"^[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 MODEL_ID_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{4}$")
 VENDOR_RE = re.compile(r"^[0-9a-f]{4}$")
-ALIAS_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 NVIDIA = "10de"
 AMD_GPU = "1002"
@@ -44,34 +54,36 @@ DEFAULT_VENDORS = (NVIDIA, AMD_GPU)
 VENDOR_NAMES = {NVIDIA: "nvidia", AMD_GPU: "amd", "1a03": "aspeed", "102b": "matrox", "8086": "intel",
                 "1234": "qemu", "1b36": "redhat", "15ad": "vmware", "1af4": "virtio"}
 
-# Known GPU models: "vendor:product" -> (alias name, model name). Operators extend or rename through
-# the policy's alias_names; unknown models get a stable generated name (<vendor>-<product>).
-KNOWN_MODELS = {
-    "10de:1db4": ("tesla-v100", "Tesla V100 PCIe 16GB"),
-    "10de:1db5": ("tesla-v100-sxm2", "Tesla V100 SXM2 16GB"),
-    "10de:1db6": ("tesla-v100-32g", "Tesla V100 PCIe 32GB"),
-    "10de:1eb8": ("t4", "Tesla T4"),
-    "10de:20b0": ("a100-sxm4", "A100 SXM4 40GB"),
-    "10de:20b2": ("a100-sxm4-80g", "A100 SXM4 80GB"),
-    "10de:20b5": ("a100-80g", "A100 PCIe 80GB"),
-    "10de:20f1": ("a100", "A100 PCIe 40GB"),
-    "10de:20b7": ("a30", "A30"),
-    "10de:2235": ("a40", "A40"),
-    "10de:2236": ("a10", "A10"),
-    "10de:2230": ("rtx-a6000", "RTX A6000"),
-    "10de:2330": ("h100-sxm5", "H100 SXM5 80GB"),
-    "10de:2331": ("h100", "H100 PCIe"),
-    "10de:26b5": ("l40", "L40"),
-    "10de:26b9": ("l40s", "L40S"),
-    "10de:27b8": ("l4", "L4"),
-    "10de:1e04": ("rtx-2080-ti", "GeForce RTX 2080 Ti"),
-    "10de:1e07": ("rtx-2080-ti", "GeForce RTX 2080 Ti"),
-    "10de:1e87": ("rtx-2080", "GeForce RTX 2080"),
-    "10de:1f08": ("rtx-2060", "GeForce RTX 2060"),
-    "10de:2204": ("rtx-3090", "GeForce RTX 3090"),
-    "10de:2684": ("rtx-4090", "GeForce RTX 4090"),
-    "1002:738c": ("mi100", "Instinct MI100"),
-    "1002:740f": ("mi210", "Instinct MI210"),
+# Short alias names the project chose for well-known models ("vendor:product" -> alias). Model names
+# come from the host's PCI ID database (facts' device_name); a model not listed here gets an alias
+# derived from that name (GA104GL [RTX A4000] -> rtx-a4000, module_utils/pci_alias.py), and without a
+# database <vendor>-<product> (nvidia-24b0). Operators rename through the policy's alias_names.
+KNOWN_ALIASES = {
+    "10de:1db4": "tesla-v100",
+    "10de:1db5": "tesla-v100-sxm2",
+    "10de:1db6": "tesla-v100-32g",
+    "10de:1eb8": "t4",
+    "10de:20b0": "a100-sxm4",
+    "10de:20b2": "a100-sxm4-80g",
+    "10de:20b5": "a100-80g",
+    "10de:20f1": "a100",
+    "10de:20b7": "a30",
+    "10de:2235": "a40",
+    "10de:2236": "a10",
+    "10de:2230": "rtx-a6000",
+    "10de:2330": "h100-sxm5",
+    "10de:2331": "h100",
+    "10de:26b5": "l40",
+    "10de:26b9": "l40s",
+    "10de:27b8": "l4",
+    "10de:1e04": "rtx-2080-ti",
+    "10de:1e07": "rtx-2080-ti",
+    "10de:1e87": "rtx-2080",
+    "10de:1f08": "rtx-2060",
+    "10de:2204": "rtx-3090",
+    "10de:2684": "rtx-4090",
+    "1002:738c": "mi100",
+    "1002:740f": "mi210",
 }
 
 # Class codes in plain words, for reasons an operator can read ("what else is in that group").
@@ -113,13 +125,23 @@ def normalise_address(value, host=None, where="address") -> str:
     return text
 
 
-def model_alias(model_id: str, alias_names: dict) -> str:
+def model_alias(model_id: str, alias_names: dict, device_name: str | None = None) -> str:
+    """The Nova alias of a model: the policy's name, the project's short name, one derived from the
+    PCI ID database name (``GA104GL [RTX A4000]`` -> ``rtx-a4000``), else ``<vendor>-<product>``."""
     if model_id in alias_names:
         return alias_names[model_id]
-    if model_id in KNOWN_MODELS:
-        return KNOWN_MODELS[model_id][0]
+    if model_id in KNOWN_ALIASES:
+        return KNOWN_ALIASES[model_id]
+    derived = alias_from_model_name(marketing_name(device_name))
+    if derived:
+        return derived
     vendor, product = model_id.split(":")
     return f"{VENDOR_NAMES.get(vendor, 'pci-' + vendor)}-{product}"
+
+
+def model_name(dev) -> str | None:
+    """The model name operators know, from the facts' device_name (PCI ID database); None without one."""
+    return marketing_name(dev.get("device_name"))
 
 
 def _check_facts(facts, host):
@@ -166,9 +188,10 @@ def _check_policy(policy, by_addr, host):
         if not MODEL_ID_RE.match(key):
             raise _err(host, f"passthrough_policy.alias_names key {model_id!r} is not a 'vendor:product' id "
                              "in hex like '10de:1db4'")
-        if not isinstance(name, str) or not ALIAS_NAME_RE.match(name):
+        problem = alias_name_error(name)
+        if problem:
             raise _err(host, f"passthrough_policy.alias_names[{model_id!r}] = {name!r} is not a valid alias name: "
-                             "use letters, digits, '.', '_' or '-' (no ':' or ','), at most 64 characters")
+                             f"{problem}")
         alias_names[key] = name
 
     def addresses(key):
@@ -253,7 +276,7 @@ def passthrough_plan(facts, policy=None, host=None):
         if not is_display(dev):
             continue
         if not is_candidate(dev):
-            vendor = VENDOR_NAMES.get(dev["vendor_id"], dev["vendor_id"])
+            vendor = dev.get("vendor_name") or VENDOR_NAMES.get(dev["vendor_id"], dev["vendor_id"])
             stays[dev["address"]] = (f"{class_name(dev['class_id'])} from vendor {vendor} is not a GPU for passthrough "
                                      f"(a BMC or onboard console); allowed GPU vendors: {', '.join(pol['vendors'])}")
         elif dev.get("boot_vga"):
@@ -339,10 +362,10 @@ def passthrough_plan(facts, policy=None, host=None):
                 "vendor_id": chosen["vendor_id"],
                 "product_id": chosen["product_id"],
                 "device_type": "type-PF" if totalvfs and int(totalvfs) > 0 else "type-PCI",
-                "alias": model_alias(model_id, pol["alias_names"]),
+                "alias": model_alias(model_id, pol["alias_names"], chosen.get("device_name")),
                 "iommu_group": group,
                 "numa_node": chosen.get("numa_node"),
-                "model": KNOWN_MODELS.get(model_id, (None, f"{model_id}"))[1],
+                "model": model_name(chosen) or model_id,
             })
             group_report.append({"group": group, "devices": [m["address"] for m in members], "verdict": "passed",
                                  "reason": f"{chosen['address']} goes to Nova"})
@@ -498,7 +521,7 @@ def plan_table(plan, facts):
     for address in sorted(shown):
         dev = by_addr.get(address, {})
         model_id = f"{dev.get('vendor_id')}:{dev.get('product_id')}"
-        model = KNOWN_MODELS.get(model_id, (None, f"{class_name(dev.get('class_id', '000000'))} {model_id}"))[1]
+        model = model_name(dev) or f"{class_name(dev.get('class_id', '000000'))} {model_id}"
         if address in selected:
             verdict, reason = "nova", f"alias {selected[address]['alias']} ({selected[address]['device_type']})"
         elif address in plan["vfio_devices"]:

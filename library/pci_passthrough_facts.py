@@ -12,7 +12,7 @@ module: pci_passthrough_facts
 short_description: Discover GPUs, IOMMU groups and passthrough readiness from sysfs and procfs
 description:
   - Reads the kernel's own layout under C(sysfs_root) and C(procfs_root) and returns it as
-    C(ansible_facts.pci_passthrough): every PCI function with its IDs, class, driver, IOMMU group,
+    C(ansible_facts.pci_passthrough), with every PCI function and its IDs, class, driver, IOMMU group,
     NUMA node, boot VGA flag and SR-IOV capability; the IOMMU groups; whether the IOMMU is active;
     CPU vendor and virtualization flag; the running kernel command line; whether the host booted by EFI.
   - Reads C(<sysfs_root>/bus/pci/devices/*) (symlinks into C(<sysfs_root>/devices/pci*)) and each
@@ -20,11 +20,20 @@ description:
     C(driver_override) files and C(driver) and C(iommu_group) links, C(<sysfs_root>/kernel/iommu_groups),
     C(<sysfs_root>/class/iommu), C(<sysfs_root>/firmware/efi), C(<procfs_root>/cmdline) and
     C(<procfs_root>/cpuinfo).
+  - Names each device from the host's PCI ID database (C(pci_ids_path)), read-only, as C(lspci) does.
   - Never writes anything. Point the roots at a captured or simulated tree to plan on a copy.
 version_added: "0.1.0"
 author:
   - open-gpu-cloud contributors
 options:
+  pci_ids_path:
+    description:
+      - The PCI ID database (C(pci.ids), the file C(lspci) reads) for vendor, device and subsystem names.
+      - When not set, the first of C(/usr/share/hwdata/pci.ids), C(/usr/share/misc/pci.ids) and
+        C(/usr/share/pci.ids) that exists on the host; when none does, the names are null (install the
+        C(pci.ids) or C(hwdata) package to have them).
+      - When set, the file must exist and be a C(pci.ids) file.
+    type: path
   procfs_root:
     description:
       - Where procfs is mounted, or the C(proc) directory of a captured or simulated host.
@@ -53,6 +62,10 @@ EXAMPLES = r"""
   pci_passthrough_facts:
     sysfs_root: /srv/captures/gpu01/sys
     procfs_root: /srv/captures/gpu01/proc
+
+- name: Read names from a copy of the PCI ID database
+  pci_passthrough_facts:
+    pci_ids_path: /srv/captures/gpu01/pci.ids
 
 - name: Show the GPUs
   ansible.builtin.debug:
@@ -115,16 +128,27 @@ ansible_facts:
               boot_vga: false
               sriov_totalvfs: null
               driver_override: null
+              vendor_name: NVIDIA Corporation
+              device_name: GV100GL [Tesla V100 PCIe 16GB]
+              subsystem_name: null
         iommu_groups:
           description: IOMMU group id to the sorted addresses of its devices.
           type: dict
           sample: {"19": ["0000:27:00.0", "0000:28:00.0"]}
+        pci_ids:
+          description:
+            - The PCI ID database the names come from, or null when the host has none (names are then null).
+            - Each device's C(vendor_name), C(device_name) and C(subsystem_name) come from it (null when the
+              database does not list the ID).
+          type: str
+          sample: /usr/share/misc/pci.ids
 """
 
 import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils import pci_ids
 
 HEX4 = re.compile(r"^0x([0-9a-fA-F]{4})$")
 HEX6 = re.compile(r"^0x([0-9a-fA-F]{6})$")
@@ -233,7 +257,19 @@ def parse_cpuinfo(text: str) -> tuple[str | None, str | None, str | None]:
     return vendor, model, virt
 
 
-def discover(sysfs_root: str, procfs_root: str) -> dict:
+def add_names(devices_dir: str, devices: list, database) -> None:
+    """Set vendor_name, device_name, subsystem_name on each device (null without a database)."""
+    for dev in devices:
+        names = {"vendor_name": None, "device_name": None, "subsystem_name": None}
+        if database is not None:
+            base = os.path.join(devices_dir, dev["address"])
+            sub = [_read(os.path.join(base, name)) for name in ("subsystem_vendor", "subsystem_device")]
+            sub = [HEX4.match(v).group(1).lower() if v and HEX4.match(v) else None for v in sub]
+            names = database.names(dev["vendor_id"], dev["product_id"], sub[0], sub[1])
+        dev.update(names)
+
+
+def discover(sysfs_root: str, procfs_root: str, database=None) -> dict:
     if not os.path.isdir(sysfs_root):
         raise DiscoveryError(
             f"sysfs_root {sysfs_root} does not exist or is not a directory: set it (inventory variable "
@@ -268,6 +304,7 @@ def discover(sysfs_root: str, procfs_root: str) -> dict:
         devices.append(dev)
         if dev["iommu_group"] is not None:
             groups.setdefault(dev["iommu_group"], []).append(dev["address"])
+    add_names(devices_dir, devices, database)
 
     groups_dir = os.path.join(sysfs_root, "kernel", "iommu_groups")
     listed_groups = os.listdir(groups_dir) if os.path.isdir(groups_dir) else []
@@ -283,6 +320,7 @@ def discover(sysfs_root: str, procfs_root: str) -> dict:
         "efi": os.path.isdir(os.path.join(sysfs_root, "firmware", "efi")),
         "devices": devices,
         "iommu_groups": {g: sorted(a) for g, a in sorted(groups.items(), key=lambda kv: _group_key(kv[0]))},
+        "pci_ids": database.path if database is not None else None,
     }
 
 
@@ -293,14 +331,17 @@ def _group_key(group: str):
 def main():
     module = AnsibleModule(
         argument_spec={
+            "pci_ids_path": {"type": "path"},
             "procfs_root": {"type": "path", "default": "/proc"},
             "sysfs_root": {"type": "path", "default": "/sys"},
         },
         supports_check_mode=True,
     )
+    path = module.params["pci_ids_path"] or pci_ids.find()
     try:
-        facts = discover(module.params["sysfs_root"], module.params["procfs_root"])
-    except DiscoveryError as exc:
+        database = pci_ids.load(path) if path else None
+        facts = discover(module.params["sysfs_root"], module.params["procfs_root"], database)
+    except (DiscoveryError, pci_ids.PciIdsError) as exc:
         module.fail_json(msg=f"pci_passthrough_facts: {exc}")
     module.exit_json(changed=False, ansible_facts={"pci_passthrough": facts})
 

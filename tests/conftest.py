@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from ogc_testlib import FIXTURES, load_source
+from ogc_testlib import FIXTURES, PCI_IDS, load_library_module, load_source
 
 
 @pytest.fixture(scope="session")
@@ -16,7 +16,18 @@ def mock_sysfs():
 
 @pytest.fixture(scope="session")
 def facts_module():
-    return load_source("pci_passthrough_facts", "library/pci_passthrough_facts.py")
+    return load_library_module("pci_passthrough_facts")
+
+
+@pytest.fixture(scope="session")
+def pci_ids_db():
+    """The PCI ID database as Debian ships it (package pci.ids), parsed by module_utils/pci_ids.py."""
+    if not os.path.isfile(PCI_IDS):
+        pytest.fail(f"{PCI_IDS} is missing: install Debian's pci.ids package (apt-get install -y pci.ids); "
+                    "the test set-up does")
+    import ansible.module_utils.pci_ids as pci_ids  # pylint: disable=import-outside-toplevel
+
+    return pci_ids.load(PCI_IDS)
 
 
 @pytest.fixture(scope="session")
@@ -42,11 +53,11 @@ def fixture_host(tmp_path_factory, mock_sysfs):
 
 
 @pytest.fixture(scope="session")
-def host_facts(fixture_host, facts_module):
-    """Facts of a fixture host as the module discovers them from its built tree."""
+def host_facts(fixture_host, facts_module, pci_ids_db):
+    """Facts of a fixture host as the module discovers them from its built tree, named from the real pci.ids."""
 
     def facts(name: str, **overrides) -> dict:
         root = fixture_host(name, **overrides)
-        return facts_module.discover(os.path.join(root, "sys"), os.path.join(root, "proc"))
+        return facts_module.discover(os.path.join(root, "sys"), os.path.join(root, "proc"), pci_ids_db)
 
     return facts

@@ -13,6 +13,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "fixtures", "hosts")
 TESTCLOUD = os.path.join(ROOT, "scripts", "testcloud.sh")
+# The PCI ID database from Debian's pci.ids package (hwdata links its /usr/share/hwdata/pci.ids here).
+PCI_IDS = "/usr/share/misc/pci.ids"
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 
 
@@ -25,7 +27,14 @@ def load_source(name: str, relpath: str):
 
 
 def load_library_module(name: str):
-    """Import library/<name>.py (a module of ours) for in-process tests."""
+    """Import library/<name>.py (a module of ours) for in-process tests.
+
+    Its `ansible.module_utils.<ours>` imports resolve to the repo's module_utils/, as ansible.cfg's
+    `module_utils = module_utils` makes them for ansible-playbook."""
+    import ansible.module_utils  # pylint: disable=import-outside-toplevel
+
+    if os.path.join(ROOT, "module_utils") not in ansible.module_utils.__path__:
+        ansible.module_utils.__path__.append(os.path.join(ROOT, "module_utils"))
     return load_source(name, os.path.join("library", name + ".py"))
 
 

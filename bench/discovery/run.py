@@ -3,7 +3,9 @@
 
 Builds trees of N PCI functions with scripts/mock_sysfs.py, then times
   - discover(): the module's reading and parsing alone (median of --repeat runs, warm page cache);
-  - the module as Ansible runs it: a fresh Python process reading JSON args (median of --repeat);
+  - discover() naming every device from the PCI ID database (loading pci.ids included);
+  - the module as Ansible runs it: a fresh Python process reading JSON args, the host's pci.ids found and
+    read as by default (median of --repeat);
   - planning the result with the passthrough_plan filter.
 Usage: .venv/bin/python bench/discovery/run.py [--devices 1000 5000 20000] [--repeat 5]
 """
@@ -21,6 +23,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The module imports the repo's module_utils as ansible.module_utils.* (AnsiballZ packs them for Ansible).
+RUNNER = ("import runpy, sys, ansible.module_utils; ansible.module_utils.__path__.append(sys.argv[1]); "
+          "sys.argv = sys.argv[2:]; runpy.run_path(sys.argv[0], run_name='__main__')")
 
 
 def load(name, rel):
@@ -44,11 +49,18 @@ def main():
     parser.add_argument("--devices", type=int, nargs="+", default=[1000, 5000, 20000])
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
+    import ansible.module_utils  # pylint: disable=import-outside-toplevel
+
+    ansible.module_utils.__path__.append(os.path.join(ROOT, "module_utils"))
+    from ansible.module_utils import pci_ids  # pylint: disable=import-outside-toplevel
+
     mock = load("mock_sysfs", "scripts/mock_sysfs.py")
     facts_mod = load("pci_passthrough_facts", "library/pci_passthrough_facts.py")
     planner = load("passthrough_plan", "filter_plugins/passthrough_plan.py")
     module_path = os.path.join(ROOT, "library", "pci_passthrough_facts.py")
-    print(f"{'devices':>8} {'groups':>7} {'discover()':>11} {'module process':>15} {'plan':>8}")
+    database_path = pci_ids.find()
+    print(f"pci.ids: {database_path}")
+    print(f"{'devices':>8} {'groups':>7} {'discover()':>11} {'+ names':>9} {'module process':>15} {'plan':>8}")
     for count in args.devices:
         with tempfile.TemporaryDirectory() as tmp:
             mock.build_tree(mock.synthetic_fixture(count), tmp)
@@ -56,14 +68,17 @@ def main():
             facts = facts_mod.discover(sysfs, procfs)
             assert len(facts["devices"]) == count
             t_discover = median_seconds(lambda: facts_mod.discover(sysfs, procfs), args.repeat)
+            t_names = median_seconds(lambda: facts_mod.discover(sysfs, procfs, pci_ids.load(database_path)),
+                                     args.repeat) if database_path else float("nan")
             payload = json.dumps({"ANSIBLE_MODULE_ARGS": {"sysfs_root": sysfs, "procfs_root": procfs}})
 
             def run_module():
-                subprocess.run([sys.executable, module_path], input=payload, capture_output=True, text=True, check=True)
+                subprocess.run([sys.executable, "-c", RUNNER, os.path.join(ROOT, "module_utils"), module_path], input=payload, capture_output=True, text=True, check=True)
 
             t_module = median_seconds(run_module, args.repeat)
             t_plan = median_seconds(lambda: planner.passthrough_plan(facts, {}, "bench"), args.repeat)
-            print(f"{count:>8} {len(facts['iommu_groups']):>7} {t_discover:>10.3f}s {t_module:>14.3f}s {t_plan:>7.3f}s")
+            print(f"{count:>8} {len(facts['iommu_groups']):>7} {t_discover:>10.3f}s {t_names:>8.3f}s {t_module:>14.3f}s "
+                  f"{t_plan:>7.3f}s")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import tarfile
 import pytest
 import yaml
 
-from ogc_testlib import ROOT
+from ogc_testlib import PCI_IDS, ROOT
 
 pytestmark = pytest.mark.integration
 HOSTS = {"seed": "seed-v100", "intel": "intel-pre-iommu", "twin": "console-twin"}
@@ -49,7 +49,10 @@ def test_plan_files_and_report(tmp_path, fixture_host):
     assert json.loads((plans / "intel.json").read_text())["plan"]["selected"] == []
     assert json.loads((plans / "twin.json").read_text())["plan"]["bind_by_address"][0] == "0000:0b:00.0"
     # The readable table is printed for each host.
-    assert "0000:27:00.0  Tesla V100 PCIe 16GB      19     nouveau  nova     alias tesla-v100 (type-PCI)" in out
+    assert "0000:27:00.0  Tesla V100 PCIe 16GB    19     nouveau  nova     alias tesla-v100 (type-PCI)" in out
+    # Model names come from the host's PCI ID database (Debian's pci.ids), as lspci shows them.
+    assert "0000:03:00.0  ASPEED Graphics Family  5      ast      host     VGA controller from vendor ASPEED" in out
+    assert os.path.realpath(seed["facts"]["pci_ids"]) == os.path.realpath(PCI_IDS)
     # A second run changes nothing.
     rc, out = run_playbook(inventory, "-e", f"passthrough_plan_dir={plans}")
     assert rc == 0 and "changed=0" in out and "changed=1" not in out, out

@@ -18,6 +18,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import ansible.module_utils
+
 from realkernel import klog, vm
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,6 +45,9 @@ def _load(name: str, path: Path):
     return module
 
 
+# The module imports the repo's module_utils as ansible.module_utils.* (AnsiballZ packs them for ansible-playbook).
+if str(REPO / "module_utils") not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(str(REPO / "module_utils"))
 facts_module = _load("ogc_pci_passthrough_facts", REPO / "library" / "pci_passthrough_facts.py")
 plan_module = _load("ogc_passthrough_plan", REPO / "filter_plugins" / "passthrough_plan.py")
 

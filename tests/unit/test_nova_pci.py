@@ -83,7 +83,7 @@ def test_aliases_same_model_different_names():
     ({"h": plan("other")}, "plan given for host h says it belongs to host other"),
     ({"h": {"aliases": "tesla"}}, "plan.aliases must be a list"),
     ({"h": {"aliases": ["tesla"]}}, "an alias must be a mapping"),
-    ({"h": {"aliases": [alias("bad name")]}}, "alias name 'bad name'"),
+    ({"h": {"aliases": [alias("bad:name")]}}, "alias name 'bad:name' is not usable in a flavor extra spec: an alias name cannot contain ':'"),
     ({"h": {"aliases": [alias(vendor="10DE")]}}, "vendor_id '10DE'"),
     ({"h": {"aliases": [alias(product=None)]}}, "product_id None"),
     ({"h": {"aliases": [alias(device_type="type-VDPA")]}}, "device_type 'type-VDPA'"),

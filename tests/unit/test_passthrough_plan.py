@@ -164,6 +164,47 @@ def test_alias_override_and_generated_name_for_unknown_model(planner):
     assert planner.passthrough_plan(facts, {"alias_names": {"10de:1db4": "v100"}})["aliases"] == plan["aliases"]
 
 
+def named(device, pci_ids_db, subsystem=None):
+    """The device as discovery reports it with the host's pci.ids: names from Debian's database."""
+    sub = subsystem.split(":") if subsystem else (None, None)
+    device.update(pci_ids_db.names(device["vendor_id"], device["product_id"], *sub))
+    return device
+
+
+def test_unknown_model_gets_its_alias_and_name_from_the_database(planner, pci_ids_db):
+    facts = facts_of([named(dev("0000:41:00.0", "10de:24b0", "030000", 1), pci_ids_db),
+                      named(dev("0000:42:00.0", "10de:1db4", "030200", 2), pci_ids_db),
+                      named(dev("0000:03:00.0", "1a03:2000", "030000", 3, boot_vga=True), pci_ids_db)])
+    plan = planner.passthrough_plan(facts, {}, "a4000")
+    assert [(s["alias"], s["model"]) for s in plan["selected"]] == [("rtx-a4000", "RTX A4000"),
+                                                                   ("tesla-v100", "Tesla V100 PCIe 16GB")]
+    table = {r["address"]: r for r in planner.plan_table(plan, facts)}
+    assert table["0000:03:00.0"]["model"] == "ASPEED Graphics Family"
+    assert "VGA controller from vendor ASPEED Technology, Inc. is not a GPU" in table["0000:03:00.0"]["reason"]
+    assert table["0000:41:00.0"]["model"] == "RTX A4000"
+    # The policy still wins over both the table and the database.
+    assert planner.passthrough_plan(facts, {"alias_names": {"10de:24b0": "a4000"}})["selected"][0]["alias"] == "a4000"
+
+
+def test_without_a_database_names_fall_back_to_ids(planner):
+    facts = facts_of([dev("0000:41:00.0", "10de:24b0", "030000", 1), dev("0000:42:00.0", "10de:1db4", "030200", 2),
+                      dev("0000:03:00.0", "1a03:2000", "030000", 3, boot_vga=True)])
+    plan = planner.passthrough_plan(facts, {}, "a4000")
+    assert [(s["alias"], s["model"]) for s in plan["selected"]] == [("nvidia-24b0", "10de:24b0"),
+                                                                   ("tesla-v100", "10de:1db4")]
+    table = {r["address"]: r for r in planner.plan_table(plan, facts)}
+    assert table["0000:03:00.0"]["model"] == "VGA controller 1a03:2000"
+    assert "from vendor aspeed is not a GPU" in table["0000:03:00.0"]["reason"]
+
+
+def test_two_database_models_with_one_derived_name_is_an_error(planner):
+    facts = facts_of([dev("0000:41:00.0", "10de:24b0", "030000", 1, device_name="GA104GL [RTX A4000]"),
+                      dev("0000:42:00.0", "10de:24b1", "030000", 2, device_name="GA104 [RTX A4000]")])
+    with pytest.raises(planner.AnsibleFilterError, match=r"alias name 'rtx-a4000' would cover two models .* give them "
+                                                         r"different names in passthrough_policy.alias_names"):
+        planner.passthrough_plan(facts, {}, "gpu9")
+
+
 def test_two_models_given_one_alias_name_is_an_error(planner):
     facts = facts_of([dev("0000:41:00.0", "10de:1db4", "030200", 1), dev("0000:42:00.0", "10de:1eb8", "030200", 2)])
     with pytest.raises(planner.AnsibleFilterError, match=r"host gpu9: alias name 'gpu' would cover two models"):
@@ -257,7 +298,9 @@ def test_policy_keep_on_host_gpu_and_unsafe_interrupts_and_amd_iommu_on(planner,
     ({"keep_on_host": ["27:00"]}, r"passthrough_policy.keep_on_host entry '27:00' is not a PCI address"),
     ({"exclude": "0000:27:00.0"}, r"passthrough_policy.exclude must be a list"),
     ({"alias_names": {"10de-1db4": "v100"}}, r"alias_names key '10de-1db4' is not a 'vendor:product' id"),
-    ({"alias_names": {"10de:1db4": "v100:2"}}, r"is not a valid alias name"),
+    ({"alias_names": {"10de:1db4": "v100:2"}}, r"is not a valid alias name: an alias name cannot contain ':'"),
+    ({"alias_names": {"10de:1db4": 100}}, r"is not a valid alias name: an alias name must be a string, got int"),
+    ({"alias_names": {"10de:1db4": ""}}, r"is not a valid alias name: an alias name must not be empty"),
     ({"alias_names": ["v100"]}, r"alias_names must map"),
     ({"vendors": ["nvidia"]}, r"vendors has 'nvidia'"),
     ({"vendors": "10de"}, r"vendors must be a list"),

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from ogc_testlib import ROOT
+from ogc_testlib import PCI_IDS, ROOT
 
 
 def test_seed_server_facts(host_facts):
@@ -29,9 +29,14 @@ def test_seed_server_facts(host_facts):
     v100 = next(d for d in gpus if d["address"] == "0000:a3:00.0")
     assert v100 == {"address": "0000:a3:00.0", "vendor_id": "10de", "product_id": "1db4", "class_id": "030200",
                     "driver": "nouveau", "driver_module": "nouveau", "iommu_group": "75", "numa_node": 1, "boot_vga": False,
-                    "sriov_totalvfs": None, "driver_override": None}
+                    "sriov_totalvfs": None, "driver_override": None,
+                    # Named from Debian's pci.ids, as lspci names it.
+                    "vendor_name": "NVIDIA Corporation", "device_name": "GV100GL [Tesla V100 PCIe 16GB]",
+                    "subsystem_name": None}
+    assert facts["pci_ids"] == "/usr/share/misc/pci.ids"
     bmc = next(d for d in facts["devices"] if d["address"] == "0000:03:00.0")
     assert bmc["boot_vga"] is True and bmc["driver"] == "ast"
+    assert (bmc["vendor_name"], bmc["device_name"]) == ("ASPEED Technology, Inc.", "ASPEED Graphics Family")
     bridge = next(d for d in facts["devices"] if d["address"] == "0000:20:03.1")
     assert bridge["driver"] is None and bridge["driver_module"] is None
     # Groups are ordered numerically, devices by address.
@@ -116,10 +121,17 @@ def test_broken_trees_fail_with_the_path_and_the_fix(copy_of, facts_module, brea
         facts_module.discover(str(root / "sys"), str(root / "proc"))
 
 
+# Runs the module file as __main__ with the repo's module_utils/ in ansible.module_utils, as AnsiballZ
+# packs them for ansible-playbook.
+RUNNER = ("import runpy, sys, ansible.module_utils; ansible.module_utils.__path__.append(sys.argv[1]); "
+          "sys.argv = sys.argv[2:]; runpy.run_path(sys.argv[0], run_name='__main__')")
+
+
 def run_module(args: dict) -> tuple[int, dict, str]:
     """Run the module the way Ansible does (JSON arguments), return rc, parsed result, stderr."""
     env = dict(os.environ, PYTHONPATH="")
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "library", "pci_passthrough_facts.py")],
+    proc = subprocess.run([sys.executable, "-c", RUNNER, os.path.join(ROOT, "module_utils"),
+                           os.path.join(ROOT, "library", "pci_passthrough_facts.py")],
                           input=json.dumps({"ANSIBLE_MODULE_ARGS": args}), capture_output=True, text=True,
                           env=env, timeout=60, check=False)
     return proc.returncode, json.loads(proc.stdout), proc.stderr
@@ -150,3 +162,40 @@ def test_module_reads_the_real_sys_of_this_machine_read_only():
         assert len(device["vendor_id"]) == 4 and len(device["class_id"]) == 6
     for group, members in facts["iommu_groups"].items():
         assert members == sorted(members)
+
+
+def test_module_names_devices_from_the_database_it_is_given(fixture_host, tmp_path):
+    root = fixture_host("seed-v100")
+    copy = tmp_path / "pci.ids"
+    copy.write_bytes(open(PCI_IDS, "rb").read())
+    rc, result, _ = run_module({"sysfs_root": f"{root}/sys", "procfs_root": f"{root}/proc", "pci_ids_path": str(copy)})
+    assert rc == 0, result
+    facts = result["ansible_facts"]["pci_passthrough"]
+    assert facts["pci_ids"] == str(copy)
+    bmc = next(d for d in facts["devices"] if d["address"] == "0000:03:00.0")
+    assert (bmc["vendor_name"], bmc["device_name"]) == ("ASPEED Technology, Inc.", "ASPEED Graphics Family")
+
+
+@pytest.mark.parametrize("path, needle", [
+    ("missing.ids", "does not exist: install the pci.ids (Debian) or hwdata (Fedora/RHEL) package, or set pci_ids_path"),
+    ("", "is a directory, not the pci.ids file"),
+    ("notes.txt", "holds no vendors: it is not a pci.ids file"),
+])
+def test_module_bad_database_is_a_message_not_a_traceback(fixture_host, tmp_path, path, needle):
+    root = fixture_host("seed-v100")
+    (tmp_path / "notes.txt").write_text("not a database\n")
+    rc, result, stderr = run_module({"sysfs_root": f"{root}/sys", "procfs_root": f"{root}/proc",
+                                     "pci_ids_path": str(tmp_path / path)})
+    assert rc == 1 and result["failed"] is True
+    assert result["msg"].startswith("pci_passthrough_facts: " + str(tmp_path / path).rstrip("/"))
+    assert needle in result["msg"]
+    assert "Traceback" not in stderr
+
+
+def test_without_a_database_names_are_null(fixture_host, facts_module):
+    """Discovery without pci.ids (a host without the package): today's facts, names null."""
+    root = fixture_host("seed-v100")
+    facts = facts_module.discover(f"{root}/sys", f"{root}/proc")
+    assert facts["pci_ids"] is None
+    assert all(d["vendor_name"] is None and d["device_name"] is None and d["subsystem_name"] is None
+               for d in facts["devices"])

@@ -10,11 +10,11 @@ import subprocess
 import pytest
 import yaml
 
-from ogc_testlib import FIXTURES, ROOT, load_source
+from ogc_testlib import FIXTURES, PCI_IDS, ROOT, load_library_module, load_source
 
 pytestmark = pytest.mark.integration
 mock_sysfs = load_source("mock_sysfs", "scripts/mock_sysfs.py")
-facts_module = load_source("pci_passthrough_facts", "library/pci_passthrough_facts.py")
+facts_module = load_library_module("pci_passthrough_facts")
 planner = load_source("passthrough_plan", "filter_plugins/passthrough_plan.py")
 
 
@@ -24,17 +24,21 @@ def seed_host(tmp_path):
     root = tmp_path / "seed"
     fixture = mock_sysfs.load_fixture(os.path.join(FIXTURES, "seed-v100.yml"))
     mock_sysfs.build_tree(fixture, str(root))
-    plan = planner.passthrough_plan(facts_module.discover(str(root / "sys"), str(root / "proc")), {}, "seed")
+    import ansible.module_utils.pci_ids as pci_ids  # pylint: disable=import-outside-toplevel
+
+    database = pci_ids.load(PCI_IDS)  # as discovery on the host names the devices
+    plan = planner.passthrough_plan(facts_module.discover(str(root / "sys"), str(root / "proc"), database), {}, "seed")
     mock_sysfs.build_tree(fixture, str(root), drivers={a: "vfio-pci" for a in plan["vfio_devices"]})
     plans = tmp_path / "plans"
     plans.mkdir()
-    facts = facts_module.discover(str(root / "sys"), str(root / "proc"))
+    facts = facts_module.discover(str(root / "sys"), str(root / "proc"), database)
     (plans / "seed.json").write_text(json.dumps({"facts": facts, "plan": plan}))
     inventory = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
                                   "health_check_nova": False},
                          "children": {"gpu_hosts": {"hosts": {"seed": {
                              "passthrough_sysfs_root": str(root / "sys"), "passthrough_procfs_root": str(root / "proc"),
-                             "passthrough_plan_dir": str(plans)}}}}}}
+                             "passthrough_plan_dir": str(plans),
+                             "gpu_health_metrics_dir": str(tmp_path / "textfile")}}}}}}
     path = tmp_path / "inventory.yml"
     path.write_text(yaml.safe_dump(inventory))
     return root, path

@@ -1,0 +1,95 @@
+"""filter_plugins/fleet_report.py: the report's data from plan files (as slurp returns them) and health results."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from ansible.errors import AnsibleFilterError
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ogc_testlib import load_source
+
+report = load_source("fleet_report", "filter_plugins/fleet_report.py")
+
+
+def slurped(host, facts, plan):
+    return {"item": host, "content": base64.b64encode(json.dumps({"facts": facts, "plan": plan}).encode()).decode()}
+
+
+@pytest.fixture(scope="module")
+def seed(host_facts, planner):
+    facts = host_facts("seed-v100")
+    return facts, planner.passthrough_plan(facts, {}, "seed")
+
+
+def test_one_box_per_group_each_device_with_its_verdict(seed):
+    facts, plan = seed
+    out = report.fleet_report([slurped("seed", facts, plan)])
+    host = out["hosts"][0]
+    assert [g["group"] for g in host["groups"]] == list(facts["iommu_groups"])  # numeric order, every group
+    devices = {d["address"]: d for g in host["groups"] for d in g["devices"]}
+    assert sorted(devices) == sorted(a for g in facts["iommu_groups"].values() for a in g)
+    assert devices["0000:27:00.0"]["verdict"] == "nova" and devices["0000:28:00.0"]["verdict"] == "vfio"
+    assert devices["0000:03:00.0"]["verdict"] == "host" and devices["0000:20:03.1"]["verdict"] == "bridge"
+    assert devices["0000:61:00.0"]["verdict"] == "other"
+    assert "shares IOMMU group 19 with 0000:27:00.0" in devices["0000:28:00.0"]["reason"]
+    assert devices["0000:27:00.0"]["model"] == "Tesla V100 PCIe 16GB"
+    assert out["models"] == [{"alias": "tesla-v100", "model": "Tesla V100 PCIe 16GB", "device_type": "type-PCI",
+                              "count": 4, "hosts": [{"host": "seed", "count": 4}]}]
+    assert out["totals"]["health_checked"] is False and out["pending"][0]["host"] == "seed"
+
+
+def test_boxes_do_not_overlap(seed):
+    facts, plan = seed
+    groups = report.fleet_report([slurped("seed", facts, plan)])["hosts"][0]["groups"]
+    for i, a in enumerate(groups):
+        for b in groups[i + 1:]:
+            assert a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"] or \
+                a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"]
+        for d in a["devices"]:
+            assert a["y"] < d["y"] and d["y"] + d["height"] <= a["y"] + a["height"]
+
+
+def test_health_results_mark_missing_gpus_and_alerts(seed):
+    facts, plan = seed
+    health = {"reports": [{"host": "seed", "missing": ["0000:c3:00.0"], "alerts": ["seed: GPU 0000:c3:00.0 gone"]}]}
+    out = report.fleet_report([slurped("seed", facts, plan)], health)
+    devices = {d["address"]: d for g in out["hosts"][0]["groups"] for d in g["devices"]}
+    assert devices["0000:c3:00.0"]["verdict"] == "missing"
+    assert out["alerts"] == ["seed: GPU 0000:c3:00.0 gone"] and out["hosts"][0]["health"] == "1 alert(s)"
+
+
+def test_a_host_without_a_plan_file_is_named_with_the_fix():
+    out = report.fleet_report([{"item": "gpu9", "failed": True, "msg": "file not found: /plans/gpu9.json"}])
+    assert out["errors"] == ["no plan file for gpu9 (file not found: /plans/gpu9.json): run the plan phase "
+                             "(ansible-playbook playbooks/plan.yml) with passthrough_plan_dir set"]
+    assert out["hosts"][0]["groups"] == []
+
+
+@pytest.mark.parametrize("files, health, needle", [
+    ("x", None, "plan_files must be the list of slurp results"),
+    ([{"content": ""}], None, "each plan file result needs 'item' (the host)"),
+    ([{"item": "h", "content": base64.b64encode(b"{nope").decode()}], None, "the plan file of h is not JSON"),
+    ([{"item": "h", "content": base64.b64encode(b"{}").decode()}], None, "the plan file of h lacks 'facts' and 'plan'"),
+    ([{"item": "h", "content": base64.b64encode(b'{"facts": {}, "plan": {}}').decode()}], None,
+     "the plan file of h is not a plan of this version"),
+    ([], ["x"], "health must be the health_summary of playbooks/health.yml"),
+])
+def test_bad_input_named(files, health, needle):
+    with pytest.raises(AnsibleFilterError, match=r"^fleet_report: ") as err:
+        report.fleet_report(files, health)
+    assert needle in str(err.value)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(1, 6), min_size=0, max_size=14))
+def test_property_layout_keeps_every_group_and_device(sizes):
+    groups = [{"devices": [{} for _ in range(n)]} for n in sizes]
+    width, height = report._layout(groups)  # pylint: disable=protected-access
+    for g in groups:
+        assert 0 <= g["x"] and g["x"] + g["width"] <= width and g["y"] + g["height"] <= height
+        assert len(g["devices"]) == 0 or g["devices"][-1]["y"] + g["devices"][-1]["height"] <= g["y"] + g["height"]
+    assert (width, height) == (0, 0) if not sizes else width > 0 and height > 0
