@@ -71,6 +71,28 @@ def test_bad_policy_names_host_key_and_fix(tmp_path, fixture_host):
     assert "lspci -D" in out and "Traceback" not in out
 
 
+def test_policy_ids_yaml_made_numbers_are_refused_by_preflight(tmp_path, fixture_host):
+    # vendors: [0x10de] unquoted: YAML makes it the integer 4318.
+    inventory = write_inventory(tmp_path, fixture_host, {"seed": {"passthrough_policy": {"vendors": [0x10de]}}})
+    assert "- 4318" in inventory.read_text()
+    rc, out = run_playbook(inventory, "--limit", "seed")
+    assert rc != 0
+    assert "passthrough_plan: host seed: passthrough_policy.vendors entry 4318 is a number" in out
+    assert "quote it" in out and "Check the passthrough policy's keys and types" in out
+    assert "Traceback" not in out
+
+
+def test_policy_quoted_false_stays_false(tmp_path, fixture_host):
+    plans = tmp_path / "plans"
+    inventory = write_inventory(tmp_path, fixture_host, {"seed": {"passthrough_policy": {"allow_unsafe_interrupts": "false"}}})
+    assert "allow_unsafe_interrupts: 'false'" in inventory.read_text()
+    rc, out = run_playbook(inventory, "--limit", "seed", "-e", f"passthrough_plan_dir={plans}")
+    assert rc == 0, out
+    plan = json.loads((plans / "seed.json").read_text())["plan"]
+    assert "vfio_iommu_type1.allow_unsafe_interrupts=1" not in plan["kernel_args"]
+    assert "vfio_iommu_type1.allow_unsafe_interrupts=1" in plan["kernel_args_absent"]
+
+
 def test_missing_sysfs_root_names_the_variable(tmp_path, fixture_host):
     inventory = write_inventory(tmp_path, fixture_host, {"intel": {"passthrough_sysfs_root": str(tmp_path / "missing")}})
     rc, out = run_playbook(inventory, "--limit", "intel")
