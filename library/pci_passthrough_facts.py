@@ -12,7 +12,7 @@ module: pci_passthrough_facts
 short_description: Discover GPUs, IOMMU groups and passthrough readiness from sysfs and procfs
 description:
   - Reads the kernel's own layout under C(sysfs_root) and C(procfs_root) and returns it as
-    C(ansible_facts.pci_passthrough): every PCI function with its IDs, class, driver, IOMMU group,
+    C(ansible_facts.pci_passthrough), that is every PCI function with its IDs, class, driver, IOMMU group,
     NUMA node, boot VGA flag and SR-IOV capability; the IOMMU groups; whether the IOMMU is active;
     CPU vendor and virtualization flag; the running kernel command line; whether the host booted by EFI.
   - Reads C(<sysfs_root>/bus/pci/devices/*) (symlinks into C(<sysfs_root>/devices/pci*)) and each
@@ -21,6 +21,11 @@ description:
     C(<sysfs_root>/class/iommu), C(<sysfs_root>/firmware/efi), C(<procfs_root>/cmdline) and
     C(<procfs_root>/cpuinfo).
   - Never writes anything. Point the roots at a captured or simulated tree to plan on a copy.
+  - A captured tree is untrusted input. A file, link or directory that resolves outside C(sysfs_root) and
+    C(procfs_root) is refused, and so is an attribute that is not a regular file (a FIFO, a device);
+    neither is ever opened, and the error names the path, never what a file holds.
+  - C(kernel_cmdline) is split by the project's kernel command-line model (C(module_utils/kernel_cmdline.py));
+    a line it cannot model (an unclosed quote, a quote inside a name or value) is an error naming the file.
 version_added: "0.1.0"
 author:
   - open-gpu-cloud contributors

@@ -267,7 +267,8 @@ def check(args, present, absent, list_keys=LIST_KEYS):
             if key not in eff:
                 problems.append(f"lacks {want}")
             elif not _same_value(key, eff[key], value):
-                problems.append(f"lacks {want} (it has {_render(name, eff[key])})")
+                last = [arg for arg in kernel if param_key(arg) == key][-1]
+                problems.append(f"lacks {want} (it has {last})")
         else:
             name, wanted = plan.items[key]
             missing = [i for i in wanted if i not in _items(eff.get(key))]
@@ -291,50 +292,58 @@ def check(args, present, absent, list_keys=LIST_KEYS):
 
 
 def edit(args, present, absent, list_keys=LIST_KEYS):
-    """Return the edited argument list: it satisfies the plan, keeps every operator argument the plan
-    does not forbid (as written, in its place), removes forbidden ones wherever they are, and adds
-    nothing twice. ``edit(edit(x)) == edit(x)``. Pure: check mode and real runs both call it.
+    """Return the edited argument list. Pure: check mode and real runs both call it.
+
+    * Forbidden arguments go wherever they are; forbidden items leave their list, the rest stays.
+    * A key the plan sets ends up exactly once, where the line first had it, in the operator's
+      spelling of its name: an ordinary key with the planned value, a list or option key with every
+      item its occurrences had (forbidden ones aside) plus the planned ones. New keys go at the end
+      (before ``--``). A key already as planned, once, is left exactly as written.
+    * Every argument whose key the plan does not name stays as written, in its place.
+
+    The result satisfies the plan (``check`` finds nothing) and ``edit(edit(x)) == edit(x)``.
     """
     plan = _Plan(present, absent, list_keys)
     kernel, tail = _kernel_part(args)
+    planned = set(plan.values) | set(plan.items)
     out = []
     for arg in kernel:
         name, value = parts(arg)
         key = name.replace("-", "_")
         if plan.forbids(key, value):
+            if key in planned:
+                out.append(_render(name, ""))  # keeps the place where the planned value goes
             continue
         if key in plan.merged and value is not None and plan.no_items.get(key):
             items = _items(value)
             kept = [i for i in items if i not in plan.no_items[key]]
             if kept != items:
-                if not kept:
+                if not kept and key not in planned:
                     continue
                 arg = _render(name, ",".join(kept))
         out.append(arg)
 
     for key in plan.order:
-        positions = [n for n, arg in enumerate(out) if param_key(arg) == key]
+        positions = [n for n, arg in enumerate(out) if arg is not None and param_key(arg) == key]
+        first = parts(out[positions[0]])[0] if positions else None
         if key in plan.values:
             pname, value = plan.values[key]
-            if positions and _same_value(key, parts(out[positions[-1]])[1], value):
+            if len(positions) == 1 and _same_value(key, parts(out[positions[0]])[1], value):
                 continue
-            if positions:
-                out[positions[-1]] = _render(pname, value)
-            else:
-                out.append(_render(pname, value))
-            continue
-        pname, wanted = plan.items[key]
-        have = []
-        for n in positions:
-            have += _items(parts(out[n])[1])
-        missing = [i for i in wanted if i not in have]
-        if not missing:
-            continue
-        with_value = [n for n in positions if parts(out[n])[1] is not None]
-        if with_value:
-            n = with_value[-1]
-            name, value = parts(out[n])
-            out[n] = _render(name, ",".join(_items(value) + missing))
+            new = _render(first or pname, value)
         else:
-            out.append(_render(pname, ",".join(missing)))
-    return out + tail
+            pname, wanted = plan.items[key]
+            have = []
+            for n in positions:
+                have += [i for i in _items(parts(out[n])[1]) if i not in have]
+            missing = [i for i in wanted if i not in have]
+            if len(positions) == 1 and not missing:
+                continue
+            new = _render(first or pname, ",".join(have + missing))
+        if positions:
+            out[positions[0]] = new
+            for n in positions[1:]:
+                out[n] = None
+        else:
+            out.append(new)
+    return [arg for arg in out if arg is not None] + tail

@@ -98,8 +98,8 @@ def test_effective_bare_list_key_does_not_erase_items():
     ("vfio_pci.ids=10de:1db4", ["vfio-pci.ids=10de:1db4"], [], []),
     ("vfio_pci.ids=10de:10f1,10de:1db4", ["vfio-pci.ids=10de:1db4,10de:10f1"], [], []),
     ("vfio-pci.ids=10de:1db4 vfio_pci.ids=10de:1b80", ["vfio-pci.ids=10de:1db4"], [],
-     ["lacks vfio-pci.ids=10de:1db4 (it has vfio-pci.ids=10de:1b80)"]),
-    ("vfio_pci.ids=", ["vfio-pci.ids=10de:1db4"], [], ["lacks vfio-pci.ids=10de:1db4 (it has vfio-pci.ids=)"]),
+     ["lacks vfio-pci.ids=10de:1db4 (it has vfio_pci.ids=10de:1b80)"]),
+    ("vfio_pci.ids=", ["vfio-pci.ids=10de:1db4"], [], ["lacks vfio-pci.ids=10de:1db4 (it has vfio_pci.ids=)"]),
     # comma options: intel_iommu=on,sm_on means on.
     ("intel_iommu=on,sm_on", ["intel_iommu=on"], ["intel_iommu=off"], []),
     ("intel_iommu=sm_on,off", ["intel_iommu=on"], [], ["lacks intel_iommu=on", "still has intel_iommu=off"]),
@@ -126,12 +126,24 @@ def test_satisfies_one_argument():
     # The planned driver joins the operator's list; the operator's item stays.
     ("rd.driver.pre=nvme quiet", ["rd.driver.pre=vfio-pci"], [], "rd.driver.pre=nvme,vfio-pci quiet"),
     # A stale value is replaced in place, in the operator's spelling of the name.
-    ("vfio_pci.ids=10de:1b80 quiet", ["vfio-pci.ids=10de:1db4"], [], "vfio-pci.ids=10de:1db4 quiet"),
+    ("vfio_pci.ids=10de:1b80 quiet", ["vfio-pci.ids=10de:1db4"], [], "vfio_pci.ids=10de:1db4 quiet"),
+    # A key the plan sets ends up once, where it first was.
+    ("vfio_pci.ids=10de:1b80 quiet vfio-pci.ids=10de:10f0", ["vfio-pci.ids=10de:1db4"], [],
+     "vfio_pci.ids=10de:1db4 quiet"),
+    ("iommu=pt quiet iommu=pt", ["iommu=pt"], [], "iommu=pt quiet"),
+    ("modprobe.blacklist=radeon quiet module_blacklist=x modprobe.blacklist=amdgpu,radeon",
+     ["modprobe.blacklist=nouveau"], [], "modprobe.blacklist=radeon,amdgpu,nouveau quiet module_blacklist=x"),
+    # An operator's argument written in the kernel's quoting stays as written when it is as planned.
+    ('"iommu=pt" quiet', ["iommu=pt"], [], '"iommu=pt" quiet'),
     ("vfio_pci.ids=10de:1db4 quiet", ["vfio-pci.ids=10de:1db4"], [], "vfio_pci.ids=10de:1db4 quiet"),
     ("intel_iommu=on,sm_on", ["intel_iommu=on"], ["intel_iommu=off"], "intel_iommu=on,sm_on"),
     ("intel_iommu=sm_on,off quiet", ["intel_iommu=on"], [], "intel_iommu=sm_on,on quiet"),
-    ("intel_iommu=off quiet", ["intel_iommu=on"], [], "quiet intel_iommu=on"),
-    ("iommu=off quiet iommu=off,nopt", ["iommu=pt"], ["iommu=off"], "quiet iommu=pt"),
+    ("intel_iommu=off quiet", ["intel_iommu=on"], [], "intel_iommu=on quiet"),
+    ("vfio-pci.ids=10de:1b80 quiet", ["vfio-pci.ids=10de:1db4"], ["vfio-pci.ids=10de:1b80"],
+     "vfio-pci.ids=10de:1db4 quiet"),
+    # iommu=off,pt is off and pt (x86 iommu_setup applies every option): pt alone does not remove off.
+    ("iommu=off", ["iommu=pt"], [], "iommu=off,pt"),
+    ("iommu=off quiet iommu=off,nopt", ["iommu=pt"], ["iommu=off"], "iommu=pt quiet"),
     ("modprobe.blacklist=nouveau,radeon", ["modprobe.blacklist=nouveau,nvidiafb"], ["modprobe.blacklist=radeon"],
      "modprobe.blacklist=nouveau,nvidiafb"),
     ("quiet nomodeset splash", [], ["nomodeset"], "quiet splash"),
@@ -269,6 +281,9 @@ def test_edit_keeps_list_items_not_forbidden_and_adds_nothing_twice(case):
                                          if kc.param_key(a) == key and kc.parts(a)[1] is not None)
                 assert count(out) <= max(1, count(line))
     assert len(out) <= len(line) + len(present)
+    # A key the plan sets is there exactly once.
+    for arg in present:
+        assert sum(1 for a in out if kc.param_key(a) == kc.param_key(arg)) == 1
 
 
 @PROPERTY
