@@ -24,7 +24,9 @@ policy. Its rules come from how the kernel and Nova behave:
 
 from __future__ import annotations
 
+import base64
 import importlib.util
+import json
 import os
 import re
 
@@ -569,6 +571,43 @@ def plan_report(plan, facts):
     return "\n".join(lines)
 
 
+def plan_file(data, path=None, host=None):
+    """Load a plan file written by the plan phase (``<passthrough_plan_dir>/<host>.json``) and return
+    its ``plan``: the one door every consumer (nova_pci_config, cloud_resources, gpu_health) reads
+    plan files through.
+
+    :param data: the file's text (``lookup('file', ...)``), or the result of ``ansible.builtin.slurp``
+        on it (its ``source`` names the file and its loop ``item`` the host when not given).
+    :raises AnsibleFilterError: an empty, corrupt or foreign file, naming the file, the host and the
+        command that writes it again.
+    """
+    if isinstance(data, dict) and "content" in data:
+        path = path or data.get("source")
+        host = host or data.get("item")
+        try:
+            text = base64.b64decode(data["content"], validate=True).decode("utf-8")
+        except (ValueError, TypeError, UnicodeDecodeError):
+            text = None
+    else:
+        text = data if isinstance(data, str) else None
+    fix = (f"write it again with: ansible-playbook playbooks/plan.yml --limit {host or '<host>'} "
+           "(passthrough_plan_dir set), or delete it")
+    where = f"plan file {path or '(unnamed)'}" + (f" of host {host}" if host else "")
+    if text is None:
+        raise AnsibleFilterError(f"passthrough_plan_file: {where} is not text: {fix}")
+    if not text.strip():
+        raise AnsibleFilterError(f"passthrough_plan_file: {where} is empty: {fix}")
+    try:
+        content = json.loads(text)
+    except ValueError as exc:
+        raise AnsibleFilterError(f"passthrough_plan_file: {where} is not valid JSON (line {exc.lineno}, "
+                                 f"column {exc.colno}: {exc.msg}): {fix}") from None
+    if not isinstance(content, dict) or not isinstance(content.get("plan"), dict):
+        raise AnsibleFilterError(f"passthrough_plan_file: {where} is JSON but not a plan file (no 'plan' "
+                                 f"object): {fix}")
+    return content["plan"]
+
+
 class FilterModule:
     """GPU passthrough planning filters."""
 
@@ -578,4 +617,5 @@ class FilterModule:
             "passthrough_plan_report": plan_report,
             "passthrough_plan_table": plan_table,
             "passthrough_policy_errors": policy_errors,
+            "passthrough_plan_file": plan_file,
         }

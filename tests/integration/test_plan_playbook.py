@@ -118,3 +118,30 @@ def test_capture_playbook_archive_plans_like_the_host(tmp_path, fixture_host, fa
     root = fixture_host("console-twin")
     original = facts_module.discover(f"{root}/sys", f"{root}/proc")
     assert facts_module.discover(str(tmp_path / "twin" / "sys"), str(tmp_path / "twin" / "proc")) == original
+
+
+@pytest.mark.parametrize("text, needle", [("", "is empty"), ('{"plan": [', "is not valid JSON (line 1, column 11")])
+def test_cloud_resources_refuses_an_empty_or_corrupt_plan_file(tmp_path, text, needle):
+    """cloud_resources reads the plan files of hosts not planned in this run through the one loader."""
+    plans = tmp_path / "plans"
+    plans.mkdir()
+    (plans / "gpu1.json").write_text(text)
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"},
+        "children": {"gpu_hosts": {"hosts": {"gpu1": {"passthrough_plan_dir": str(plans)}}}}}}))
+    playbook = tmp_path / "preflight.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "name": "Preflight of cloud_resources", "hosts": "gpu1", "gather_facts": False,
+        "tasks": [{"name": "Run the preflight", "ansible.builtin.include_role": {
+            "name": "cloud_resources", "tasks_from": "preflight"},
+            "vars": {"cloud_resources_cloud": "ogc-test", "cloud_resources_flavors": [
+                {"name": "f", "vcpus": 1, "ram": 1, "disk": 1,
+                 "extra_specs": {"pci_passthrough:alias": "tesla-v100:1"}}]}}]}]))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run(["ansible-playbook", "-i", str(inventory), str(playbook)], capture_output=True, text=True,
+                          env=env, timeout=300, cwd=ROOT, check=False)
+    out = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode != 0
+    assert f"plan file {plans}/gpu1.json of host gpu1 {needle}" in out, out
+    assert "ansible-playbook playbooks/plan.yml --limit gpu1" in out

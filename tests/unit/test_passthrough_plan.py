@@ -386,7 +386,7 @@ def test_plan_report_lists_every_verdict(planner, host_facts):
 
 def test_filter_module_exposes_the_filters(planner):
     assert set(planner.FilterModule().filters()) == {"passthrough_plan", "passthrough_plan_report", "passthrough_plan_table",
-                                                     "passthrough_policy_errors"}
+                                                     "passthrough_policy_errors", "passthrough_plan_file"}
 
 
 def test_softdeps_use_the_module_name_from_sysfs_not_the_driver_name(planner, host_facts):
@@ -410,3 +410,35 @@ def test_a_device_left_on_vfio_that_the_plan_keeps_on_the_host_is_pending(planne
     assert [s["address"] for s in plan["selected"]] == ["0000:01:00.0"]
     assert any(p.startswith("0000:02:00.0 is on vfio-pci but the plan leaves it to the host") for p in plan["pending"])
     assert plan["reboot_required"] is True
+
+
+# ---------------------------------------------------------------------------------------------
+# Plan files: one loader for every consumer; empty or corrupt files name the file and the command.
+
+def _slurp(text, source="/plans/gpu1.json", item="gpu1"):
+    import base64
+    return {"content": base64.b64encode(text.encode()).decode(), "encoding": "base64", "source": source,
+            "item": item}
+
+
+def test_plan_file_returns_the_plan_from_text_or_slurp(planner):
+    text = '{"facts": {}, "plan": {"host": "gpu1", "aliases": []}}'
+    assert planner.plan_file(text, "/plans/gpu1.json", "gpu1") == {"host": "gpu1", "aliases": []}
+    assert planner.plan_file(_slurp(text)) == {"host": "gpu1", "aliases": []}
+
+
+@pytest.mark.parametrize("data, args, message", [
+    ("", ("/plans/gpu1.json", "gpu1"), "plan file /plans/gpu1.json of host gpu1 is empty"),
+    ("  \n", ("/plans/gpu1.json", "gpu1"), "is empty"),
+    ('{"facts": {}, "plan": {', ("/plans/gpu1.json", "gpu1"), r"is not valid JSON \(line 1, column 24: "),
+    ("[]", ("/p/x.json", "x"), r"plan file /p/x.json of host x is JSON but not a plan file \(no 'plan' object\)"),
+    ('{"plan": []}', ("/p/x.json", "x"), "not a plan file"),
+    (None, ("/p/x.json", "x"), "is not text"),
+    (_slurp(""), (), "plan file /plans/gpu1.json of host gpu1 is empty"),
+    (_slurp("{oops"), (), "plan file /plans/gpu1.json of host gpu1 is not valid JSON"),
+    ({"content": "%%%", "source": "/p/y.json", "item": "y"}, (), "plan file /p/y.json of host y is not text"),
+])
+def test_plan_file_refuses_empty_and_corrupt_files(planner, data, args, message):
+    with pytest.raises(planner.AnsibleFilterError, match=r"^passthrough_plan_file: .*" + message) as caught:
+        planner.plan_file(data, *args)
+    assert "ansible-playbook playbooks/plan.yml --limit " in str(caught.value)
