@@ -15,7 +15,11 @@ description:
   - Adds every argument of O(present) that is missing, replaces a stale value of the same key
     (an old C(vfio-pci.ids=...), C(intel_iommu=off) when C(intel_iommu=on) is wanted), merges
     comma-separated list values for the keys in O(merge_keys) (C(modprobe.blacklist=a,b)), removes
-    the arguments or keys of O(absent), and never writes an argument twice.
+    the arguments or keys of O(absent), and never writes an argument twice (a key O(present) sets ends
+    up once, where the line first had it).
+  - What a line means (quoting, C(-)/C(_) in names, last one wins, list keys, comma options such as
+    C(intel_iommu=on,sm_on)) comes from C(module_utils/kernel_cmdline.py), the same model the facts
+    module and the planner use, so what this module writes is what the planner calls done.
   - Every other argument, the quoting style of the value (double, single or none), trailing comments
     and every other line of the file are kept as they are. Kernel parameter names compare the way the
     kernel compares them, C(-) and C(_) being the same (C(vfio-pci.ids) is C(vfio_pci.ids)).
@@ -42,7 +46,8 @@ options:
         already there instead of replacing them, and repeated occurrences are merged into the first.
     type: list
     elements: str
-    default: [modprobe.blacklist, module_blacklist, rd.driver.blacklist, rd.driver.pre, rd.driver.post, modules-load]
+    default: [modprobe.blacklist, module_blacklist, modules-load, rd.driver.blacklist, rd.driver.post, rd.driver.pre,
+              rd.modules-load]
   path:
     description: The GRUB defaults file, relative to O(root) when it is absolute.
     type: path
@@ -150,6 +155,7 @@ import os
 import re
 import tempfile
 
+from ansible.module_utils import kernel_cmdline
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native
 
@@ -158,39 +164,6 @@ _ASSIGN_RE = re.compile(r"^(?P<lead>\s*(?:export\s+)?)(?P<name>[A-Za-z_][A-Za-z0
 
 class GrubCmdlineError(Exception):
     """A problem with the file or the arguments, worded for the operator."""
-
-
-def norm_key(key):
-    """Kernel parameter names treat '-' and '_' alike (kernel/params.c parameq)."""
-    return key.replace("-", "_")
-
-
-def split_arg(arg):
-    """Return (key, value or None) of one kernel argument."""
-    if "=" in arg:
-        key, value = arg.split("=", 1)
-        return key, value
-    return arg, None
-
-
-def tokenize(value):
-    """Split a kernel command line into arguments, keeping "quoted values with spaces" whole."""
-    tokens, current, in_quote = [], [], False
-    i = 0
-    while i < len(value):
-        char = value[i]
-        if char == '"':
-            in_quote = not in_quote
-        if char.isspace() and not in_quote:
-            if current:
-                tokens.append("".join(current))
-                current = []
-        else:
-            current.append(char)
-        i += 1
-    if current:
-        tokens.append("".join(current))
-    return tokens
 
 
 def parse_assignment(rest):
@@ -228,96 +201,7 @@ def render_value(quote, tokens):
         return "'" + text + "'"
     if quote == "" and len(tokens) <= 1:
         return text
-    return '"' + text + '"'
-
-
-def edit_args(tokens, present, absent, merge_keys):
-    """Return the new argument list. Pure function: check mode and real runs both call it."""
-    merge = {norm_key(k) for k in merge_keys}
-    want = {}      # norm key -> (key as given, value or None, [items] for merge keys)
-    order = []
-    for arg in present:
-        key, value = split_arg(arg)
-        if not key:
-            raise GrubCmdlineError("present argument %r has no key" % arg)
-        nkey = norm_key(key)
-        if nkey in want:
-            prev = want[nkey]
-            if nkey in merge and value is not None and prev[1] is not None:
-                items = prev[2] + [i for i in value.split(",") if i and i not in prev[2]]
-                want[nkey] = (prev[0], ",".join(items), items)
-                continue
-            if prev[1] != value:
-                raise GrubCmdlineError("present asks for both %r and %r" % (prev[0] + ("" if prev[1] is None else "=" + prev[1]), arg))
-            continue
-        items = [i for i in value.split(",") if i] if (value is not None and nkey in merge) else []
-        want[nkey] = (key, value, items)
-        order.append(nkey)
-
-    drop_keys, drop_pairs = set(), set()
-    for arg in absent:
-        key, value = split_arg(arg)
-        nkey = norm_key(key)
-        if value is None:
-            if nkey in want:
-                raise GrubCmdlineError("%r is both present and absent" % key)
-            drop_keys.add(nkey)
-        else:
-            if nkey in want and nkey not in merge and want[nkey][1] == value:
-                raise GrubCmdlineError("%r is both present and absent" % arg)
-            if nkey in merge and nkey in want and value in want[nkey][2]:
-                raise GrubCmdlineError("%r is both present and absent" % arg)
-            drop_pairs.add((nkey, value))
-
-    result = []
-    first_index = {}
-    for token in tokens:
-        key, value = split_arg(token)
-        nkey = norm_key(key)
-        if nkey in drop_keys or (nkey, value) in drop_pairs:
-            continue
-        if nkey in merge and value is not None:
-            dropped = {v for (k, v) in drop_pairs if k == nkey}
-            items = [i for i in value.split(",") if i and i not in dropped]
-            if not items:
-                continue
-            if nkey in first_index:
-                # A repeated list key: merge its items into the first occurrence.
-                idx = first_index[nkey]
-                fkey, fvalue = split_arg(result[idx])
-                fitems = fvalue.split(",")
-                fitems += [i for i in items if i not in fitems]
-                result[idx] = fkey + "=" + ",".join(fitems)
-                continue
-            first_index[nkey] = len(result)
-            result.append(key + "=" + ",".join(items) if ",".join(items) != value else token)
-            continue
-        if nkey in want:
-            if nkey in first_index:
-                continue            # never twice
-            first_index[nkey] = len(result)
-            wkey, wvalue, _ = want[nkey]
-            if wvalue is None:
-                # A wanted flag: keep the operator's spelling, drop any value it had.
-                result.append(key if value is None else wkey)
-            else:
-                result.append(token if value == wvalue else key + "=" + wvalue)
-            continue
-        result.append(token)
-
-    for nkey in order:
-        wkey, wvalue, witems = want[nkey]
-        if nkey in first_index:
-            if nkey in merge and wvalue is not None:
-                idx = first_index[nkey]
-                fkey, fvalue = split_arg(result[idx])
-                fitems = fvalue.split(",") if fvalue else []
-                missing = [i for i in witems if i not in fitems]
-                if missing:
-                    result[idx] = fkey + "=" + ",".join(fitems + missing)
-            continue
-        result.append(wkey if wvalue is None else wkey + "=" + wvalue)
-    return result
+    return '"' + text.replace('"', '\\"') + '"'
 
 
 def edit_text(text, variable, present, absent, merge_keys):
@@ -343,8 +227,12 @@ def edit_text(text, variable, present, absent, merge_keys):
         quote, value, suffix = parse_assignment(match.group("rest"))
     except GrubCmdlineError as exc:
         raise GrubCmdlineError("line %d (%s): %s" % (index + 1, line.rstrip("\r\n"), exc))
-    before = tokenize(value)
-    after = edit_args(before, present, absent, merge_keys)
+    try:
+        # Inside shell double quotes the kernel's own quotes are written \" (acpi_osi=\"!Windows 2012\").
+        before = kernel_cmdline.split(value.replace('\\"', '"') if quote == '"' else value)
+        after = kernel_cmdline.edit(before, present, absent, merge_keys)
+    except kernel_cmdline.CmdlineError as exc:
+        raise GrubCmdlineError("line %d (%s): %s" % (index + 1, line.rstrip("\r\n"), exc))
     line_before = line.rstrip("\r\n")
     if after == before:
         line_after = line_before
@@ -373,8 +261,8 @@ def main():
             absent=dict(type="list", elements="str", default=[]),
             backup=dict(type="bool", default=True),
             merge_keys=dict(type="list", elements="str",
-                            default=["modprobe.blacklist", "module_blacklist", "rd.driver.blacklist",
-                                     "rd.driver.pre", "rd.driver.post", "modules-load"]),
+                            default=["modprobe.blacklist", "module_blacklist", "modules-load", "rd.driver.blacklist",
+                                     "rd.driver.post", "rd.driver.pre", "rd.modules-load"]),
             path=dict(type="path", default="/etc/default/grub"),
             present=dict(type="list", elements="str", default=[]),
             root=dict(type="path", default="/"),
@@ -387,11 +275,10 @@ def main():
     variable = params["variable"]
     result = dict(changed=False, path=path, variable=variable)
 
-    for arg in params["present"] + params["absent"]:
-        if not arg or arg.startswith("=") or re.search(r"[\s\"'\\$`]", arg):
-            module.fail_json(msg="argument %r is not one plain kernel argument (empty, no key, or with a space, "
-                                 "quote, backslash, $ or backtick): give each argument as its own list item, "
-                                 "key=value or flag" % arg, **result)
+    try:
+        kernel_cmdline.check([], params["present"], params["absent"], params["merge_keys"])
+    except kernel_cmdline.CmdlineError as exc:
+        module.fail_json(msg="%s, variable %s: %s" % (path, variable, to_native(exc)), **result)
 
     if not os.path.exists(path):
         module.fail_json(msg="%s does not exist: this host has no GRUB defaults file where expected. Install GRUB "

@@ -51,7 +51,7 @@ def test_unquoted_single_word_gets_double_quotes_when_it_grows():
 
 
 def test_unquoted_single_word_stays_unquoted_when_it_stays_one_word():
-    out = edit("GRUB_CMDLINE_LINUX_DEFAULT=iommu=off\n", ["iommu=pt"])
+    out = edit("GRUB_CMDLINE_LINUX_DEFAULT=iommu=off\n", ["iommu=pt"], ["iommu=off"])
     assert out["line_after"] == "GRUB_CMDLINE_LINUX_DEFAULT=iommu=pt"
 
 
@@ -75,7 +75,8 @@ def test_trailing_comment_leading_space_and_export_kept():
 def test_escaped_kernel_quotes_and_shell_expansion_survive():
     text = 'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT acpi_osi=\\"!Windows 2012\\" quiet"\n'
     out = edit(text, ["iommu=pt"])
-    assert out["before"] == ["$GRUB_CMDLINE_LINUX_DEFAULT", 'acpi_osi=\\"!Windows 2012\\"', "quiet"]
+    # before/after are what the kernel gets (its quotes unescaped); the file keeps the shell escapes.
+    assert out["before"] == ["$GRUB_CMDLINE_LINUX_DEFAULT", 'acpi_osi="!Windows 2012"', "quiet"]
     assert out["line_after"] == (
         'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT acpi_osi=\\"!Windows 2012\\" quiet iommu=pt"')
 
@@ -143,7 +144,7 @@ def test_unclosed_quote_is_reported_with_the_line():
 
 def test_stale_values_of_the_same_key_are_replaced_in_place():
     text = 'GRUB_CMDLINE_LINUX_DEFAULT="quiet intel_iommu=off vfio-pci.ids=10de:1b80,10de:10f0 splash"\n'
-    out = edit(text, ["intel_iommu=on", "vfio-pci.ids=10de:1db4"])
+    out = edit(text, ["intel_iommu=on", "vfio-pci.ids=10de:1db4"], ["intel_iommu=off"])
     assert out["after"] == ["quiet", "intel_iommu=on", "vfio-pci.ids=10de:1db4", "splash"]
 
 
@@ -155,7 +156,7 @@ def test_dash_and_underscore_spellings_are_one_key():
 
 def test_duplicates_of_a_managed_key_collapse_into_one():
     text = 'GRUB_CMDLINE_LINUX_DEFAULT="iommu=pt quiet iommu=pt iommu=off"\n'
-    out = edit(text, ["iommu=pt"])
+    out = edit(text, ["iommu=pt"], ["iommu=off"])
     assert out["after"] == ["iommu=pt", "quiet"]
 
 
@@ -237,9 +238,13 @@ def test_present_and_absent_conflict_is_an_error(present, absent):
         edit('GRUB_CMDLINE_LINUX_DEFAULT=""\n', present, absent)
 
 
-def test_two_values_for_one_key_is_an_error():
-    with pytest.raises(gc.GrubCmdlineError, match="both 'iommu=pt' and 'iommu=off'"):
-        edit('GRUB_CMDLINE_LINUX_DEFAULT=""\n', ["iommu=pt", "iommu=off"])
+@pytest.mark.parametrize("present, message", [
+    (["vfio-pci.ids=10de:1db4", "vfio_pci.ids=10de:1b80"], "both 'vfio-pci.ids=10de:1db4' and 'vfio_pci.ids=10de:1b80'"),
+    (["intel_iommu=on", "intel_iommu=off"], "both intel_iommu=on and intel_iommu=off"),
+])
+def test_two_values_for_one_key_is_an_error(present, message):
+    with pytest.raises(gc.GrubCmdlineError, match=message):
+        edit('GRUB_CMDLINE_LINUX_DEFAULT=""\n', present)
 
 
 # --- the module run end to end ------------------------------------------------------------------
@@ -368,3 +373,20 @@ def test_module_not_a_file(root):
     (root / "etc" / "default" / "grub").mkdir()
     result = run_module(dict(root=str(root), present=["iommu=pt"]))
     assert result["failed"] is True and "is not a regular file" in result["msg"]
+
+
+# --- the editor and the planner read a line the same way (issue 12) --------------------------------
+
+@pytest.mark.parametrize("value, line_after", [
+    ("rd.driver.pre=nvme quiet", "rd.driver.pre=nvme,vfio-pci quiet iommu=pt vfio-pci.ids=10de:1db4"),
+    ("vfio_pci.ids= quiet", "vfio_pci.ids=10de:1db4 quiet iommu=pt rd.driver.pre=vfio-pci"),
+    ("intel_iommu=on,sm_on iommu=off", "intel_iommu=on,sm_on iommu=pt vfio-pci.ids=10de:1db4 rd.driver.pre=vfio-pci"),
+])
+def test_edited_line_is_what_the_planner_calls_done(value, line_after):
+    from ansible.module_utils import kernel_cmdline as kc
+
+    present = ["iommu=pt", "vfio-pci.ids=10de:1db4", "rd.driver.pre=vfio-pci"]
+    absent = ["iommu=off", "intel_iommu=off", "amd_iommu=off"]
+    out = edit(f'GRUB_CMDLINE_LINUX_DEFAULT="{value}"\n', present, absent)
+    assert out["line_after"] == f'GRUB_CMDLINE_LINUX_DEFAULT="{line_after}"'
+    assert kc.check(out["after"], present, absent) == []
