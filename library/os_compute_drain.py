@@ -127,7 +127,7 @@ foreign_reason:
   returned: when the service was disabled with a reason not starting with I(owner_prefix)
   type: str
 blocking:
-  description: Instances that kept the host busy (before the wait; empty after a successful drain).
+  description: Instances that kept the host busy when the drain began (it waited for them, or skipped the host).
   returned: when state is drained
   type: list
   elements: dict

@@ -191,13 +191,13 @@ def drain(cm, params, now):
                 cm.conn.compute.shelve_server, server["id"])
         cm.record("updated", "%s (shelved)" % server["name"])
         result["shelved"].append(server)
-    result["waited_s"], result["blocking"] = wait_idle(cm, params, now, servers["blocking"])
+    result["waited_s"] = wait_idle(cm, params, now, servers["blocking"])
     result["outcome"] = "drained"
     return changed, result
 
 
 def wait_idle(cm, params, now, blocking):
-    """Poll the host's servers until none blocks, up to params['timeout'] (bounded). Returns (seconds, [])."""
+    """Poll the host's servers until none blocks, up to params['timeout'] (bounded). Returns the seconds waited."""
     host = params["host"]
     started = time.time()
     deadline = started + params["timeout"]
@@ -216,7 +216,7 @@ def wait_idle(cm, params, now, blocking):
         time.sleep(min(delay, max(0.1, deadline - time.time())))
         delay = min(delay * 1.5, 10.0)
         blocking = classify(host_servers(cm, host), "wait", now)["blocking"]
-    return round(time.time() - started, 1), []
+    return round(time.time() - started, 1)
 
 
 def enable(cm, params):

@@ -16,7 +16,7 @@ import time
 
 
 def main(argv):
-    if len(argv) < 5 or "--" not in argv:
+    if len(argv) < 4 or "--" not in argv:
         print(__doc__, file=sys.stderr)
         return 2
     split = argv.index("--")
