@@ -2,6 +2,10 @@
 """Fleet benchmark: `site.yml --tags plan,host` on N simulated GPU hosts, a first run then a no-op re-run.
 
 Usage: bench/fleet/bench.py [--hosts 3 24 96] [--batch 25%] [--out bench/fleet/results] [--workdir /tmp/ogc-fleet]
+                            [--repo CHECKOUT]
+
+--repo runs another checkout's site.yml and ansible.cfg on the same simulated hosts (the baseline: main before
+the fleet rollout); the simulated hosts' scripts come from this checkout.
 
 For each N: a fresh inventory (bench/fleet/fleet_inventory.py: hosts cycling over the demo's three fixtures,
 recorded tools, simulated reboots), then the two runs. Per run: wall time, the CPU time of ansible-playbook and
@@ -40,13 +44,13 @@ def top_tasks(log, count=15):
     return [(name.strip(), float(sec)) for name, sec in found[-count:]] if found else []
 
 
-def one_run(inventory, label, out_dir, hosts):
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+def one_run(inventory, label, out_dir, hosts, repo=REPO):
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(repo, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT="15")
     load_before = os.getloadavg()
     cpu0, wall0 = children_cpu(), time.time()
-    proc = subprocess.run([PLAYBOOK, os.path.join(REPO, "site.yml"), "-i", inventory, "--tags", "plan,host"],
-                          capture_output=True, text=True, check=False, cwd=REPO, env=env)
+    proc = subprocess.run([PLAYBOOK, os.path.join(repo, "site.yml"), "-i", inventory, "--tags", "plan,host"],
+                          capture_output=True, text=True, check=False, cwd=repo, env=env)
     wall, cpu = time.time() - wall0, children_cpu() - cpu0
     log = proc.stdout + proc.stderr
     with open(os.path.join(out_dir, "%d-%s.log" % (hosts, label)), "w", encoding="utf-8") as handle:
@@ -65,6 +69,7 @@ def main(argv):
     parser.add_argument("--batch", default="25%")
     parser.add_argument("--out", default=os.path.join(HERE, "results"))
     parser.add_argument("--workdir", default="/tmp/ogc-fleet")
+    parser.add_argument("--repo", default=REPO)
     args = parser.parse_args(argv[1:])
     os.makedirs(args.out, exist_ok=True)
     batch = args.batch if args.batch.endswith("%") else int(args.batch)
@@ -74,7 +79,7 @@ def main(argv):
         shutil.rmtree(work, ignore_errors=True)
         inventory = fleet_inventory.build(hosts, work, batch=batch)
         for label in ("first", "noop"):
-            result = one_run(inventory, label, args.out, hosts)
+            result = one_run(inventory, label, args.out, hosts, os.path.abspath(args.repo))
             print(json.dumps({k: v for k, v in result.items() if k != "top_tasks"}), flush=True)
             results.append(result)
             with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as handle:

@@ -51,7 +51,6 @@ def build(count, directory, batch=1, hold=0.0, fixtures=None):
         "passthrough_sysfs_root": "{{ passthrough_host_root }}/sys",
         "passthrough_procfs_root": "{{ passthrough_host_root }}/proc",
         "passthrough_plan_dir": "{{ ogc_demo_dir }}/plans",
-        "passthrough_show_report": False,
         "passthrough_host_os_family": "Debian",
         "passthrough_host_allow_reboot": True,
         "passthrough_host_reboot_batch": batch,
