@@ -18,6 +18,7 @@ __metaclass__ = type
 import datetime
 import time
 
+from ansible.module_utils.openstack_cloud import sdk_message
 from ansible.module_utils.server_exemption import exemption, iso, parse_time
 
 MODES = ("wait", "shelve", "skip")
@@ -131,14 +132,23 @@ def describe(servers):
 
 def find_service(cm, host, binary):
     """The host's service (an SDK Service), or None when the host is not (yet) a Nova compute."""
-    found = cm.call("listing", "compute services of %s" % host,
-                    lambda: [s for s in cm.conn.compute.services(host=host, binary=binary)
-                             if s.host == host and s.binary == binary])
+    try:
+        found = [s for s in cm.conn.compute.services(host=host, binary=binary) if s.host == host and s.binary == binary]
+    except Exception as exc:  # pylint: disable=broad-except  # the first call to Nova: any failure means unreachable
+        cm.fail("cannot list the compute services of %s: Nova's API %s (%s: %s); nothing was disabled. Check that "
+                "nova-api runs and that the cloud's catalog (or its compute endpoint override) points at it"
+                % (host, "refused the call" if _api_error(exc) else "cannot be reached", type(exc).__name__,
+                   sdk_message(exc)), host=host)
     if len(found) > 1:
         cm.fail("Nova lists %d %s services on host %s (%s): name the right one, or remove the stale ones with "
                 "'openstack compute service delete'" % (len(found), binary, host,
                                                          ", ".join(str(s.id) for s in found)), host=host)
     return found[0] if found else None
+
+
+def _api_error(exc):
+    """True when Nova answered (an HTTP error), False when it could not be reached or the SDK broke."""
+    return getattr(exc, "status_code", None) is not None or getattr(exc, "http_status", None) is not None
 
 
 def host_servers(cm, host):

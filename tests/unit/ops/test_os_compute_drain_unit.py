@@ -204,6 +204,17 @@ def test_skip_mode_leaves_a_busy_host_alone(drain_module, run_module, nova):
     assert not nova.compute.disable_service.called and not nova.compute.shelve_server.called
 
 
+def test_unreachable_nova_fails_before_disabling(drain_module, run_module, nova):
+    nova.compute.services.side_effect = ConnectionRefusedError("[Errno 111] Connection refused")
+    result = run_module(drain_module, dict(cloud="ogc-test", host="gpu-1"))
+    assert result["failed"] is True and result["changed"] is False
+    assert result["msg"] == (
+        "cannot list the compute services of gpu-1: Nova's API cannot be reached (ConnectionRefusedError: [Errno "
+        "111] Connection refused); nothing was disabled. Check that nova-api runs and that the cloud's catalog (or "
+        "its compute endpoint override) points at it")
+    assert not nova.compute.disable_service.called
+
+
 def test_api_error_fails_before_disabling(drain_module, run_module, nova):
     from openstack import exceptions as sdk_exceptions  # pylint: disable=import-outside-toplevel
 
