@@ -128,8 +128,11 @@ def test_shelve_mode_shelves_and_the_exempt_one_blocks(compute_cloud, empty_host
 
 
 def inventory(tmp_path, compute_cloud, **host_vars):
+    """One simulated GPU host, gpu-001 (intel-pre-iommu: needs a reboot), known to Nova as ogc-gpu-1."""
     inv = fleet.build(1, str(tmp_path), batch=1, hold=0, fixtures=["intel-pre-iommu"])
-    with open(os.path.join(inv, "group_vars", "gpu_hosts", "drain.yml"), "w", encoding="utf-8") as handle:
+    os.makedirs(os.path.join(inv, "host_vars"))
+    # host_vars: above the group_vars the inventory writer sets (the reboot command among them).
+    with open(os.path.join(inv, "host_vars", "gpu-001.yml"), "w", encoding="utf-8") as handle:
         yaml.safe_dump(dict({"passthrough_host_drain_cloud": "ogc-test",
                              "passthrough_host_drain_clouds_yaml": compute_cloud.clouds_yaml,
                              "passthrough_host_nova_host": HOST, "passthrough_host_drain_timeout": 300},
