@@ -15,12 +15,13 @@ import datetime
 import time
 
 from ansible.module_utils.openstack_cloud import Action, Plan, sdk_exceptions
+# The exemption rule (and its time parsing) is shared with os_compute_drain.
+from ansible.module_utils.server_exemption import exemption, iso, parse_time  # noqa: F401 (parse_time: tests)
 
 ACTIONS = ("shelve", "delete")
 SHELVED = ("SHELVED", "SHELVED_OFFLOADED")
 SHELVABLE = ("ACTIVE", "SHUTOFF", "PAUSED", "SUSPENDED")
 GONE = ("DELETED", "SOFT_DELETED")
-TRUE_WORDS = ("true", "yes", "1", "on")
 
 POLICY_OPTIONS = dict(
     project=dict(type="str", required=True),
@@ -41,26 +42,6 @@ ARGUMENT_SPEC = dict(
 
 
 # --------------------------------------------------------------------------- pure helpers
-
-def parse_time(text):
-    """ISO 8601 date or date-time -> aware UTC datetime (naive means UTC). ValueError when unparsable."""
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError("empty")
-    value = text.strip()
-    if value.endswith(("Z", "z")):
-        value = value[:-1] + "+00:00"
-    if len(value) == 10:  # a date alone: the start of that day, UTC
-        parsed = datetime.datetime.strptime(value, "%Y-%m-%d")
-    else:
-        parsed = datetime.datetime.fromisoformat(value)
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=datetime.timezone.utc)
-    return parsed.astimezone(datetime.timezone.utc)
-
-
-def iso(moment):
-    return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
 
 def validate_policy(policies, default_max_age_hours, timeout):
     """Errors in the declared policy (no API call)."""
@@ -87,23 +68,6 @@ def validate_policy(policies, default_max_age_hours, timeout):
     if timeout is not None and timeout <= 0:
         errors.append("timeout=%s must be a positive number of seconds" % timeout)
     return errors
-
-
-def exemption(metadata, now, exempt_key, expires_key):
-    """(kind, detail) for a server's metadata: ('exempt', why), ('expires', datetime), ('invalid', why) or
-    (None, None) when the metadata says nothing."""
-    metadata = metadata or {}
-    flag = metadata.get(exempt_key)
-    if flag is not None and str(flag).strip().lower() in TRUE_WORDS:
-        return "exempt", "metadata %s=%s" % (exempt_key, flag)
-    expires = metadata.get(expires_key)
-    if expires is not None:
-        try:
-            return "expires", parse_time(str(expires))
-        except ValueError:
-            return "invalid", "metadata %s=%r is not an ISO 8601 date or date-time (e.g. 2026-12-24 or " \
-                              "2026-12-24T18:00:00Z)" % (expires_key, expires)
-    return None, None
 
 
 def decide(servers, rules, default_rule, now, exempt_key, expires_key):

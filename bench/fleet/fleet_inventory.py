@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Write an inventory of N simulated GPU hosts (sandbox roots built from fixtures/hosts/*.yml, as the demo
+inventory does) for the fleet benchmark and the rollout tests.
+
+Usage: fleet_inventory.py N DIR [--batch B] [--hold SECONDS] [--fixtures a,b,c]
+
+DIR/inventory/hosts.yml and group_vars: hosts gpu-001..gpu-N cycling over the fixtures (default the demo's
+three: seed-v100, intel-pre-iommu, consumer-rtx; each needs a reboot on the first run), state under DIR/state
+(sandbox roots, plans, call logs). The reboot goes through scripts/timed_command.py, which records each
+reboot's start and end in DIR/state/reboots.jsonl and holds for --hold seconds (a reboot takes time: the
+overlap of the waves shows in the timestamps), then runs scripts/simulate_reboot.py.
+"""
+
+import argparse
+import os
+import sys
+
+import yaml
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEMO_FIXTURES = ["seed-v100", "intel-pre-iommu", "consumer-rtx"]
+
+
+def write(path, data, comment):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write("---\n# %s\n" % comment)
+        yaml.safe_dump(data, handle, default_flow_style=False, sort_keys=False)
+
+
+def build(count, directory, batch=1, hold=0.0, fixtures=None):
+    """Write the inventory; returns its path (DIR/inventory)."""
+    fixtures = fixtures or DEMO_FIXTURES
+    directory = os.path.abspath(directory)
+    inventory = os.path.join(directory, "inventory")
+    state = os.path.join(directory, "state")
+    hosts = {"gpu-%03d" % i: {"demo_fixture": fixtures[(i - 1) % len(fixtures)]} for i in range(1, count + 1)}
+    write(os.path.join(inventory, "hosts.yml"),
+          {"all": {"children": {"gpu_hosts": {"hosts": hosts}}}},
+          "%d simulated GPU hosts (bench/fleet/fleet_inventory.py)" % count)
+    write(os.path.join(inventory, "group_vars", "all", "main.yml"), {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+        "ogc_repo_dir": REPO,
+        "ogc_demo_dir": state,
+    }, "Every host is simulated on this machine; state under %s" % state)
+    record = ["{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/scripts/record_command.py",
+              "{{ ogc_demo_dir }}/hosts/{{ inventory_hostname }}.calls.jsonl"]
+    write(os.path.join(inventory, "group_vars", "gpu_hosts", "main.yml"), {
+        "passthrough_host_root": "{{ ogc_demo_dir }}/hosts/{{ inventory_hostname }}",
+        "passthrough_sysfs_root": "{{ passthrough_host_root }}/sys",
+        "passthrough_procfs_root": "{{ passthrough_host_root }}/proc",
+        "passthrough_plan_dir": "{{ ogc_demo_dir }}/plans",
+        "passthrough_host_os_family": "Debian",
+        "passthrough_host_allow_reboot": True,
+        "passthrough_host_reboot_batch": batch,
+        "demo_host_record": record,
+        "passthrough_host_boot_config_command": "{{ demo_host_record + ['update-grub'] }}",
+        "passthrough_host_initramfs_command": "{{ demo_host_record + ['update-initramfs', '-u', '-k', 'all'] }}",
+        "fleet_reboot_log": "{{ ogc_demo_dir }}/reboots.jsonl",
+        "passthrough_host_reboot_command": [
+            "{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/scripts/timed_command.py",
+            "{{ fleet_reboot_log }}", "{{ inventory_hostname }}", "--hold", str(hold), "--",
+            "{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/scripts/simulate_reboot.py",
+            "{{ ogc_repo_dir }}/fixtures/hosts/{{ demo_fixture }}.yml", "{{ passthrough_host_root }}"],
+    }, "Simulated GPU hosts: recorded tools, timed and simulated reboots")
+    return inventory
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("count", type=int)
+    parser.add_argument("directory")
+    parser.add_argument("--batch", default="1", help="passthrough_host_reboot_batch: N or N%%")
+    parser.add_argument("--hold", type=float, default=0.0)
+    parser.add_argument("--fixtures", default=",".join(DEMO_FIXTURES))
+    args = parser.parse_args(argv[1:])
+    batch = args.batch if args.batch.endswith("%") else int(args.batch)
+    print(build(args.count, args.directory, batch, args.hold, args.fixtures.split(",")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

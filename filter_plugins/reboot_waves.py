@@ -1,0 +1,62 @@
+# -*- coding: utf-8 -*-
+# Copyright: open-gpu-cloud contributors
+# Apache License 2.0 (see pyproject.toml)
+"""Reboot waves of a GPU fleet (playbooks/host.yml): how many hosts one wave may reboot, and the waves.
+
+* ``passthrough_reboot_wave_size(batch, fleet_size)``: the wave size from ``passthrough_host_reboot_batch``
+  (a positive int, or a percentage "N%" of the fleet, rounded down, at least 1).
+* ``passthrough_reboot_waves(hosts, batch, fleet_size)``: {size, serial, waves}: the canary wave of one host,
+  then waves of ``size``; ``serial`` is the play keyword that makes Ansible run exactly these waves.
+
+Pure functions; a bad value raises AnsibleFilterError naming the variable and the fix.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible.errors import AnsibleFilterError
+
+_PERCENT = re.compile(r"^\s*([0-9]+)\s*%\s*$")
+
+
+def wave_size(batch, fleet_size):
+    """Hosts per wave for passthrough_host_reboot_batch=batch on a fleet of fleet_size GPU hosts."""
+    if isinstance(fleet_size, bool) or not isinstance(fleet_size, int) or fleet_size < 1:
+        raise AnsibleFilterError("passthrough_reboot_wave_size: the fleet size must be a positive int, got %r"
+                                 % (fleet_size,))
+    if isinstance(batch, bool) or not isinstance(batch, (int, str)):
+        raise AnsibleFilterError(
+            "passthrough_host_reboot_batch=%r (%s) must be a positive number of hosts (e.g. 2) or a percentage of "
+            "the GPU hosts (e.g. \"10%%\")" % (batch, type(batch).__name__))
+    if isinstance(batch, int):
+        if batch < 1:
+            raise AnsibleFilterError("passthrough_host_reboot_batch=%d must be at least 1 (hosts rebooted at "
+                                     "once after the canary)" % batch)
+        return min(batch, fleet_size)
+    match = _PERCENT.match(batch)
+    if not match or not 0 < int(match.group(1)) <= 100:
+        raise AnsibleFilterError(
+            "passthrough_host_reboot_batch=%r must be a percentage from 1%% to 100%% (e.g. \"10%%\") or a "
+            "positive int (e.g. 2; on the command line give it as JSON: -e '{\"passthrough_host_reboot_batch\": 2}')"
+            % batch)
+    return max(1, fleet_size * int(match.group(1)) // 100)
+
+
+def reboot_waves(hosts, batch, fleet_size):
+    """The waves for these hosts (in order): one canary host, then waves of wave_size(batch, fleet_size)."""
+    if not isinstance(hosts, (list, tuple)) or not all(isinstance(h, str) for h in hosts):
+        raise AnsibleFilterError("passthrough_reboot_waves: hosts must be a list of host names, got %r" % (hosts,))
+    size = wave_size(batch, fleet_size)
+    hosts = list(hosts)
+    waves = [hosts[:1]] if hosts else []
+    for start in range(1, len(hosts), size):
+        waves.append(hosts[start:start + size])
+    return dict(size=size, serial=[1, size], waves=waves)
+
+
+class FilterModule:  # pylint: disable=too-few-public-methods
+    def filters(self):
+        return {"passthrough_reboot_wave_size": wave_size, "passthrough_reboot_waves": reboot_waves}
