@@ -201,12 +201,30 @@ def nova_pci_available_filters(_unused=None):
     return list(NOVA_AVAILABLE_FILTERS)
 
 
+def oslo_group_name(section):
+    """The option group a section header names, as oslo.config decides it
+    (``oslo_config.cfg._normalize_group_name``): ``DEFAULT`` as written, any other name lowercased,
+    so ``[PCI]`` is the ``pci`` group Nova reads. The header's text is taken between the brackets
+    without stripping, as ``oslo_config.iniparser`` does."""
+    return section if section == "DEFAULT" else section.lower()
+
+
+def _split_key_value(line):
+    """Key and value of an assignment the way ``oslo_config.iniparser`` splits it: at the first
+    ``=`` or ``:``, whichever comes first; None when the line has neither."""
+    colon, equal = line.find(":"), line.find("=")
+    if colon < 0 and equal < 0:
+        return None
+    at = equal if colon < 0 or (0 <= equal < colon) else colon
+    return line[:at], line[at + 1:]
+
+
 def _parse_ini(text, begin, end):
     """Split an override file into (operator settings, our block's settings).
 
-    Each is a list of ``(section, key, value, line_number)``. Comment lines, Jinja statement lines
-    and continuation lines are skipped. The lines between ``begin`` and ``end`` markers (ours) go
-    to the second list.
+    Each is a list of ``(section, key, value, line_number)``, the section being the oslo.config
+    group (see ``oslo_group_name``). Comment lines, Jinja statement lines and continuation lines
+    are skipped. The lines between ``begin`` and ``end`` markers (ours) go to the second list.
     """
     operator, ours = [], []
     section = "DEFAULT"
@@ -224,11 +242,12 @@ def _parse_ini(text, begin, end):
         if raw[:1] in (" ", "\t"):
             continue
         if line.startswith("[") and line.endswith("]"):
-            section = line[1:-1].strip()
+            section = oslo_group_name(raw.rstrip()[1:-1])
             continue
-        if "=" not in line:
+        pair = _split_key_value(line)
+        if pair is None:
             continue
-        key, value = line.split("=", 1)
+        key, value = pair
         item = (section, key.strip().lower(), value.strip(), number)
         (ours if inside else operator).append(item)
     return operator, ours

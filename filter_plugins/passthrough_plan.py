@@ -24,6 +24,10 @@ policy. Its rules come from how the kernel and Nova behave:
 
 from __future__ import annotations
 
+import base64
+import importlib.util
+import json
+import os
 import re
 
 try:  # Ansible is present when this runs as a filter; tests may import the logic without it.
@@ -31,6 +35,24 @@ try:  # Ansible is present when this runs as a filter; tests may import the logi
 except ImportError:  # pragma: no cover - exercised only outside Ansible
     class AnsibleFilterError(Exception):
         """Stand-in used when Ansible is not importable."""
+
+from ansible.module_utils.parsing.convert_bool import boolean
+
+
+def _load_module_util(name):
+    """Import module_utils/<name>.py: through ansible.module_utils where the repository's module_utils is
+    on its path (the tests), else from the file next to this plugin (ansible-playbook on the controller)."""
+    try:
+        return importlib.import_module(f"ansible.module_utils.{name}")
+    except ImportError:
+        path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils", f"{name}.py")
+        spec = importlib.util.spec_from_file_location(f"ogc_module_utils_{name}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+
+kernel_cmdline = _load_module_util("kernel_cmdline")
 
 ADDRESS_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 SHORT_ADDRESS_RE = re.compile(r"^[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
@@ -92,6 +114,9 @@ FUNCTION_DRIVERS = {"0403": "snd_hda_intel", "0c03": "xhci_pci", "0c80": "i2c_nv
 DRIVER_MODULES = {"xhci_hcd": "xhci_pci", "nvidia-gpu": "i2c_nvidia_gpu"}
 NVIDIA_BLACKLIST = ["nouveau", "nvidiafb"]
 EARLY_MODULES = ["vfio", "vfio_iommu_type1", "vfio_pci"]
+# Arguments that switch the IOMMU off: never on a passthrough host's command line.
+IOMMU_OFF = ("iommu=off", "intel_iommu=off", "amd_iommu=off")
+UNSAFE_INTERRUPTS = "vfio_iommu_type1.allow_unsafe_interrupts=1"
 
 
 def _err(host, message):
@@ -137,22 +162,58 @@ def _check_facts(facts, host):
             raise _err(host, f"malformed device entry {dev!r}: each needs address, vendor_id, product_id, class_id")
 
 
+POLICY_KEYS = ("alias_names", "allow_unsafe_interrupts", "amd_iommu_on", "exclude", "keep_on_host", "vendors")
+POLICY_BOOLEANS = ("allow_unsafe_interrupts", "amd_iommu_on")
+
+
+def _policy_text(value, host, where, example):
+    """An ID or address from the policy must be a string: YAML turns unquoted 0x10de or 27:00.0 into numbers."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise _err(host, f"{where} {value!r} is a number, not a string (YAML reads an unquoted 0x10de as the integer "
+                         f"4318 and 27:00.0 as a sexagesimal number): quote it, e.g. {example!r}")
+    raise _err(host, f"{where} {value!r} is a {type(value).__name__}, not a string: write it as e.g. {example!r}")
+
+
+def _policy_bool(policy, key, host):
+    """Ansible's boolean rules (true/false, yes/no, on/off, 1/0), strictly: anything else is refused."""
+    value = policy.get(key, False)
+    try:
+        return boolean(value, strict=True)
+    except TypeError:
+        raise _err(host, f"passthrough_policy.{key} is {value!r}, which is not a boolean: write true or false "
+                         "(Ansible also reads yes/no, on/off, 1/0)") from None
+
+
+def policy_errors(policy, host=None):
+    """The problems of a passthrough_policy that show without the host's facts (types, keys, formats),
+    as a list of messages naming the host and the key; empty when the policy is well formed. The role's
+    preflight asserts this; the planner raises the same messages."""
+    try:
+        _check_policy(policy, None, host)
+    except AnsibleFilterError as exc:
+        return [str(exc)]
+    return []
+
+
 def _check_policy(policy, by_addr, host):
+    """Validate and normalise the policy. ``by_addr`` None skips the checks that need the host's devices."""
     if policy is None:
         policy = {}
     if not isinstance(policy, dict):
         raise _err(host, f"the policy must be a dict (passthrough_policy), got {type(policy).__name__}")
-    known = {"vendors", "alias_names", "exclude", "keep_on_host", "allow_unsafe_interrupts", "amd_iommu_on"}
-    unknown = sorted(set(policy) - known)
+    unknown = sorted(str(k) for k in set(policy) - set(POLICY_KEYS))
     if unknown:
-        raise _err(host, f"unknown passthrough_policy key(s) {', '.join(unknown)}; known keys: {', '.join(sorted(known))}")
+        raise _err(host, f"unknown passthrough_policy key(s) {', '.join(unknown)}; known keys: {', '.join(POLICY_KEYS)}")
+    flags = {key: _policy_bool(policy, key, host) for key in POLICY_BOOLEANS}
 
     vendors = policy.get("vendors") or list(DEFAULT_VENDORS)
     if not isinstance(vendors, list):
         raise _err(host, "passthrough_policy.vendors must be a list of 4-hex-digit vendor ids, e.g. ['10de']")
     vendors_out = []
     for vendor in vendors:
-        text = str(vendor).lower().removeprefix("0x")
+        text = _policy_text(vendor, host, "passthrough_policy.vendors entry", "10de").lower().removeprefix("0x")
         if not VENDOR_RE.match(text):
             raise _err(host, f"passthrough_policy.vendors has {vendor!r}: write vendor ids as 4 hex digits, e.g. '10de'")
         vendors_out.append(text)
@@ -162,7 +223,7 @@ def _check_policy(policy, by_addr, host):
     if not isinstance(raw_aliases, dict):
         raise _err(host, "passthrough_policy.alias_names must map 'vendor:product' to an alias name")
     for model_id, name in raw_aliases.items():
-        key = str(model_id).lower()
+        key = _policy_text(model_id, host, "passthrough_policy.alias_names key", "10de:1db4").lower()
         if not MODEL_ID_RE.match(key):
             raise _err(host, f"passthrough_policy.alias_names key {model_id!r} is not a 'vendor:product' id "
                              "in hex like '10de:1db4'")
@@ -177,8 +238,9 @@ def _check_policy(policy, by_addr, host):
             raise _err(host, f"passthrough_policy.{key} must be a list of PCI addresses")
         out = []
         for value in values:
+            _policy_text(value, host, f"passthrough_policy.{key} entry", "0000:27:00.0")
             address = normalise_address(value, host, f"passthrough_policy.{key} entry")
-            if address not in by_addr:
+            if by_addr is not None and address not in by_addr:
                 raise _err(host, f"passthrough_policy.{key} names {address}, which does not exist on this host; "
                                  "check the address with lspci -D or remove it from the policy")
             out.append(address)
@@ -189,8 +251,8 @@ def _check_policy(policy, by_addr, host):
         "alias_names": alias_names,
         "exclude": addresses("exclude"),
         "keep_on_host": addresses("keep_on_host"),
-        "allow_unsafe_interrupts": bool(policy.get("allow_unsafe_interrupts", False)),
-        "amd_iommu_on": bool(policy.get("amd_iommu_on", False)),
+        "allow_unsafe_interrupts": flags["allow_unsafe_interrupts"],
+        "amd_iommu_on": flags["amd_iommu_on"],
     }
 
 
@@ -401,12 +463,12 @@ def passthrough_plan(facts, policy=None, host=None):
     softdeps = sorted(set(softdeps))
 
     cpu = facts.get("cpu_vendor")
-    kernel_args, kernel_absent = [], ["iommu=off"]
+    kernel_args = []
+    # Whatever turns the IOMMU off goes, from every GRUB variable, whatever the CPU vendor.
+    kernel_absent = list(IOMMU_OFF)
     if cpu == "intel":
         kernel_args.append("intel_iommu=on")
-        kernel_absent.append("intel_iommu=off")
     elif cpu == "amd":
-        kernel_absent.append("amd_iommu=off")
         if pol["amd_iommu_on"]:
             kernel_args.append("amd_iommu=on")
     else:
@@ -420,16 +482,19 @@ def passthrough_plan(facts, policy=None, host=None):
     if blacklist:
         kernel_args.append("modprobe.blacklist=" + ",".join(blacklist))
     if pol["allow_unsafe_interrupts"]:
-        kernel_args.append("vfio_iommu_type1.allow_unsafe_interrupts=1")
+        kernel_args.append(UNSAFE_INTERRUPTS)
+    else:
+        kernel_absent.append(UNSAFE_INTERRUPTS)
+    if not vfio_ids:
+        # A vfio-pci.ids left from an earlier plan would claim devices this plan leaves to the host.
+        kernel_absent.append("vfio-pci.ids")
 
     running = list(facts.get("kernel_cmdline") or [])
-    pending = []
-    for arg in kernel_args:
-        if not cmdline_satisfies(running, arg):
-            pending.append(f"kernel command line lacks {arg}")
-    for arg in kernel_absent:
-        if arg in running:
-            pending.append(f"kernel command line still has {arg}")
+    try:
+        pending = [f"kernel command line {problem}"
+                   for problem in kernel_cmdline.check(running, kernel_args, kernel_absent)]
+    except kernel_cmdline.CmdlineError as exc:
+        raise _err(host, f"the running kernel command line (facts kernel_cmdline) cannot be read: {exc}") from None
     if not iommu:
         pending.append("IOMMU not active")
     for a in vfio_devices:
@@ -462,30 +527,6 @@ def passthrough_plan(facts, policy=None, host=None):
         "notes": notes,
         "groups": group_report,
     }
-
-
-LIST_KEYS = {"modprobe.blacklist": "superset", "vfio-pci.ids": "equal"}
-
-
-def cmdline_satisfies(running, arg) -> bool:
-    """Whether a running command line (list of args) already carries ``arg``.
-
-    ``vfio-pci.ids`` must list exactly the planned IDs (order aside); ``modprobe.blacklist`` must
-    include the planned modules; every other argument must be present as written (last one wins,
-    as in the kernel).
-    """
-    key, sep, value = arg.partition("=")
-    current = None
-    for item in running:
-        k, s, v = item.partition("=")
-        if k == key and s == sep:
-            current = v
-    if current is None:
-        return False
-    if key in LIST_KEYS:
-        want, have = set(value.split(",")), set(current.split(","))
-        return want == have if LIST_KEYS[key] == "equal" else want <= have
-    return current == value
 
 
 def plan_table(plan, facts):
@@ -530,6 +571,43 @@ def plan_report(plan, facts):
     return "\n".join(lines)
 
 
+def plan_file(data, path=None, host=None):
+    """Load a plan file written by the plan phase (``<passthrough_plan_dir>/<host>.json``) and return
+    its ``plan``: the one door every consumer (nova_pci_config, cloud_resources, gpu_health) reads
+    plan files through.
+
+    :param data: the file's text (``lookup('file', ...)``), or the result of ``ansible.builtin.slurp``
+        on it (its ``source`` names the file and its loop ``item`` the host when not given).
+    :raises AnsibleFilterError: an empty, corrupt or foreign file, naming the file, the host and the
+        command that writes it again.
+    """
+    if isinstance(data, dict) and "content" in data:
+        path = path or data.get("source")
+        host = host or data.get("item")
+        try:
+            text = base64.b64decode(data["content"], validate=True).decode("utf-8")
+        except (ValueError, TypeError, UnicodeDecodeError):
+            text = None
+    else:
+        text = data if isinstance(data, str) else None
+    fix = (f"write it again with: ansible-playbook playbooks/plan.yml --limit {host or '<host>'} "
+           "(passthrough_plan_dir set), or delete it")
+    where = f"plan file {path or '(unnamed)'}" + (f" of host {host}" if host else "")
+    if text is None:
+        raise AnsibleFilterError(f"passthrough_plan_file: {where} is not text: {fix}")
+    if not text.strip():
+        raise AnsibleFilterError(f"passthrough_plan_file: {where} is empty: {fix}")
+    try:
+        content = json.loads(text)
+    except ValueError as exc:
+        raise AnsibleFilterError(f"passthrough_plan_file: {where} is not valid JSON (line {exc.lineno}, "
+                                 f"column {exc.colno}: {exc.msg}): {fix}") from None
+    if not isinstance(content, dict) or not isinstance(content.get("plan"), dict):
+        raise AnsibleFilterError(f"passthrough_plan_file: {where} is JSON but not a plan file (no 'plan' "
+                                 f"object): {fix}")
+    return content["plan"]
+
+
 class FilterModule:
     """GPU passthrough planning filters."""
 
@@ -538,4 +616,6 @@ class FilterModule:
             "passthrough_plan": passthrough_plan,
             "passthrough_plan_report": plan_report,
             "passthrough_plan_table": plan_table,
+            "passthrough_policy_errors": policy_errors,
+            "passthrough_plan_file": plan_file,
         }

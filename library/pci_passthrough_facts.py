@@ -12,7 +12,7 @@ module: pci_passthrough_facts
 short_description: Discover GPUs, IOMMU groups and passthrough readiness from sysfs and procfs
 description:
   - Reads the kernel's own layout under C(sysfs_root) and C(procfs_root) and returns it as
-    C(ansible_facts.pci_passthrough): every PCI function with its IDs, class, driver, IOMMU group,
+    C(ansible_facts.pci_passthrough), that is every PCI function with its IDs, class, driver, IOMMU group,
     NUMA node, boot VGA flag and SR-IOV capability; the IOMMU groups; whether the IOMMU is active;
     CPU vendor and virtualization flag; the running kernel command line; whether the host booted by EFI.
   - Reads C(<sysfs_root>/bus/pci/devices/*) (symlinks into C(<sysfs_root>/devices/pci*)) and each
@@ -21,6 +21,11 @@ description:
     C(<sysfs_root>/class/iommu), C(<sysfs_root>/firmware/efi), C(<procfs_root>/cmdline) and
     C(<procfs_root>/cpuinfo).
   - Never writes anything. Point the roots at a captured or simulated tree to plan on a copy.
+  - A captured tree is untrusted input. A file, link or directory that resolves outside C(sysfs_root) and
+    C(procfs_root) is refused, and so is an attribute that is not a regular file (a FIFO, a device);
+    neither is ever opened, and the error names the path, never what a file holds.
+  - C(kernel_cmdline) is split by the project's kernel command-line model (C(module_utils/kernel_cmdline.py));
+    a line it cannot model (an unclosed quote, a quote inside a name or value) is an error naming the file.
 version_added: "0.1.0"
 author:
   - open-gpu-cloud contributors
@@ -123,38 +128,90 @@ ansible_facts:
 
 import os
 import re
+import stat
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.kernel_cmdline import CmdlineError, split as split_cmdline
 
 HEX4 = re.compile(r"^0x([0-9a-fA-F]{4})$")
 HEX6 = re.compile(r"^0x([0-9a-fA-F]{6})$")
 ADDRESS = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
-CMDLINE_ARG = re.compile(r'(?:[^\s"]+|"[^"]*")+')
+# The roots discovery may read under: a captured tree is untrusted input, and a link out of it must
+# not make discovery read (and report) another file. Set by discover().
+_ROOTS: list[str] = []
 
 
 class DiscoveryError(Exception):
     """A tree that cannot be read as sysfs/procfs; the message names the path and the fix."""
 
 
-def _read(path: str) -> str | None:
-    """Read a small sysfs attribute; None when it does not exist. Unreadable files are errors."""
+def _inside(path: str) -> str:
+    """Resolve path; refuse it when it leaves every root (a symlink out of a captured tree)."""
+    real = os.path.realpath(path)
+    for root in _ROOTS:
+        if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
+            return real
+    raise DiscoveryError(f"{path} leads outside sysfs_root and procfs_root (a symlink out of the tree): refusing "
+                         "to read it; recapture the host or remove the link")
+
+
+def _read(path: str, limit: int = 4096) -> str | None:
+    """Read a small sysfs/procfs attribute; None when it does not exist. Unreadable files are errors.
+
+    Only regular files inside the roots are read (checked before opening, so a FIFO or a device in a
+    captured tree is refused, never opened); O_NONBLOCK|O_NOFOLLOW and fstat guard the open itself.
+    """
+    if not os.path.lexists(path):
+        return None
+    real = _inside(path)
     try:
-        fd = os.open(path, os.O_RDONLY)
+        mode = os.stat(real).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise DiscoveryError(f"cannot read {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(mode):
+        raise DiscoveryError(f"cannot read {path}: {_kind(mode)}, not a regular file as sysfs and procfs attributes are")
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise DiscoveryError(f"cannot read {path}: {exc.strerror}; run discovery as root or fix the file's permissions") from None
     try:
-        return os.read(fd, 4096).decode("utf-8", "replace").strip()
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise DiscoveryError(f"cannot read {path}: not a regular file")
+        return os.read(fd, limit).decode("utf-8", "replace").strip()
     except OSError as exc:
         raise DiscoveryError(f"cannot read {path}: {exc.strerror}") from None
     finally:
         os.close(fd)
 
 
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "Is a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device file"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _listdir(path: str) -> list[str]:
+    """Names in a directory of the tree; [] when it is absent."""
+    if not os.path.isdir(path):
+        return []
+    return sorted(os.listdir(_inside(path)))
+
+
 def _link_name(path: str) -> str | None:
     try:
-        return os.path.basename(os.readlink(path))
+        target = os.readlink(path)
+        _inside(path)
+        return os.path.basename(target)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -187,10 +244,7 @@ def read_device(devices_dir: str, address: str) -> dict:
     link = os.path.join(devices_dir, address)
     # Resolve the bus symlink once (into sys/devices/pci*/...), so each attribute read below does
     # not walk the link again.
-    try:
-        base = os.path.normpath(os.path.join(devices_dir, os.readlink(link)))
-    except OSError:
-        base = link
+    base = _inside(link)
     numa = _optional_int(os.path.join(base, "numa_node"))
     override = _read(os.path.join(base, "driver_override"))
     class_id = _required_hex(os.path.join(base, "class"), HEX6, "class code")
@@ -243,22 +297,25 @@ def discover(sysfs_root: str, procfs_root: str) -> dict:
         raise DiscoveryError(
             f"{sysfs_root} is not a sysfs tree: {devices_dir} is missing; point sysfs_root "
             f"(passthrough_sysfs_root) at /sys or at a tree made by scripts/mock_sysfs.py capture/build")
+    _ROOTS[:] = [os.path.realpath(sysfs_root), os.path.realpath(procfs_root)]
     cmdline_path = os.path.join(procfs_root, "cmdline")
     cmdline = _read(cmdline_path)
     if cmdline is None:
         raise DiscoveryError(
             f"{cmdline_path} is missing: procfs_root {procfs_root} is not a procfs tree; set it "
             f"(passthrough_procfs_root) to /proc or to the proc/ directory of a captured host")
-    cpuinfo_path = os.path.join(procfs_root, "cpuinfo")
     try:
-        with open(cpuinfo_path, encoding="utf-8", errors="replace") as handle:
-            cpu_vendor, cpu_model, virt = parse_cpuinfo(handle.read())
-    except FileNotFoundError:
-        raise DiscoveryError(f"{cpuinfo_path} is missing: procfs_root {procfs_root} is not a procfs tree") from None
-    except OSError as exc:
-        raise DiscoveryError(f"cannot read {cpuinfo_path}: {exc.strerror}") from None
+        kernel_cmdline = split_cmdline(cmdline)
+    except CmdlineError as exc:
+        raise DiscoveryError(f"{cmdline_path} cannot be read as a kernel command line: {exc}") from None
+    cpuinfo_path = os.path.join(procfs_root, "cpuinfo")
+    # The first processor's block (vendor, model, flags) is within the first 64 KiB.
+    cpuinfo = _read(cpuinfo_path, 65536)
+    if cpuinfo is None:
+        raise DiscoveryError(f"{cpuinfo_path} is missing: procfs_root {procfs_root} is not a procfs tree")
+    cpu_vendor, cpu_model, virt = parse_cpuinfo(cpuinfo)
 
-    entries = sorted(os.listdir(devices_dir))
+    entries = _listdir(devices_dir)
     devices = []
     groups: dict[str, list[str]] = {}
     for address in entries:
@@ -270,16 +327,15 @@ def discover(sysfs_root: str, procfs_root: str) -> dict:
             groups.setdefault(dev["iommu_group"], []).append(dev["address"])
 
     groups_dir = os.path.join(sysfs_root, "kernel", "iommu_groups")
-    listed_groups = os.listdir(groups_dir) if os.path.isdir(groups_dir) else []
-    class_iommu = os.path.join(sysfs_root, "class", "iommu")
-    units = sorted(os.listdir(class_iommu)) if os.path.isdir(class_iommu) else []
+    listed_groups = _listdir(groups_dir)
+    units = _listdir(os.path.join(sysfs_root, "class", "iommu"))
     return {
         "iommu_enabled": bool(listed_groups) or bool(groups),
         "iommu_units": units,
         "cpu_vendor": cpu_vendor,
         "cpu_model": cpu_model,
         "virtualization": virt,
-        "kernel_cmdline": CMDLINE_ARG.findall(cmdline),
+        "kernel_cmdline": kernel_cmdline,
         "efi": os.path.isdir(os.path.join(sysfs_root, "firmware", "efi")),
         "devices": devices,
         "iommu_groups": {g: sorted(a) for g, a in sorted(groups.items(), key=lambda kv: _group_key(kv[0]))},

@@ -17,7 +17,14 @@ ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbo
 
 
 def load_source(name: str, relpath: str):
-    """Import a module from a file of the repo (library/, filter_plugins/, scripts/)."""
+    """Import a module from a file of the repo (library/, filter_plugins/, scripts/).
+
+    The repository's module_utils joins the ``ansible.module_utils`` package first, as ansible.cfg's
+    ``module_utils`` setting does for ansible-playbook, so a module importing one of ours loads."""
+    import ansible.module_utils  # pylint: disable=import-outside-toplevel
+
+    if os.path.join(ROOT, "module_utils") not in ansible.module_utils.__path__:
+        ansible.module_utils.__path__.append(os.path.join(ROOT, "module_utils"))
     spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, relpath))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -71,6 +71,28 @@ def test_bad_policy_names_host_key_and_fix(tmp_path, fixture_host):
     assert "lspci -D" in out and "Traceback" not in out
 
 
+def test_policy_ids_yaml_made_numbers_are_refused_by_preflight(tmp_path, fixture_host):
+    # vendors: [0x10de] unquoted: YAML makes it the integer 4318.
+    inventory = write_inventory(tmp_path, fixture_host, {"seed": {"passthrough_policy": {"vendors": [0x10de]}}})
+    assert "- 4318" in inventory.read_text()
+    rc, out = run_playbook(inventory, "--limit", "seed")
+    assert rc != 0
+    assert "passthrough_plan: host seed: passthrough_policy.vendors entry 4318 is a number" in out
+    assert "quote it" in out and "Check the passthrough policy's keys and types" in out
+    assert "Traceback" not in out
+
+
+def test_policy_quoted_false_stays_false(tmp_path, fixture_host):
+    plans = tmp_path / "plans"
+    inventory = write_inventory(tmp_path, fixture_host, {"seed": {"passthrough_policy": {"allow_unsafe_interrupts": "false"}}})
+    assert "allow_unsafe_interrupts: 'false'" in inventory.read_text()
+    rc, out = run_playbook(inventory, "--limit", "seed", "-e", f"passthrough_plan_dir={plans}")
+    assert rc == 0, out
+    plan = json.loads((plans / "seed.json").read_text())["plan"]
+    assert "vfio_iommu_type1.allow_unsafe_interrupts=1" not in plan["kernel_args"]
+    assert "vfio_iommu_type1.allow_unsafe_interrupts=1" in plan["kernel_args_absent"]
+
+
 def test_missing_sysfs_root_names_the_variable(tmp_path, fixture_host):
     inventory = write_inventory(tmp_path, fixture_host, {"intel": {"passthrough_sysfs_root": str(tmp_path / "missing")}})
     rc, out = run_playbook(inventory, "--limit", "intel")
@@ -96,3 +118,30 @@ def test_capture_playbook_archive_plans_like_the_host(tmp_path, fixture_host, fa
     root = fixture_host("console-twin")
     original = facts_module.discover(f"{root}/sys", f"{root}/proc")
     assert facts_module.discover(str(tmp_path / "twin" / "sys"), str(tmp_path / "twin" / "proc")) == original
+
+
+@pytest.mark.parametrize("text, needle", [("", "is empty"), ('{"plan": [', "is not valid JSON (line 1, column 11")])
+def test_cloud_resources_refuses_an_empty_or_corrupt_plan_file(tmp_path, text, needle):
+    """cloud_resources reads the plan files of hosts not planned in this run through the one loader."""
+    plans = tmp_path / "plans"
+    plans.mkdir()
+    (plans / "gpu1.json").write_text(text)
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"},
+        "children": {"gpu_hosts": {"hosts": {"gpu1": {"passthrough_plan_dir": str(plans)}}}}}}))
+    playbook = tmp_path / "preflight.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "name": "Preflight of cloud_resources", "hosts": "gpu1", "gather_facts": False,
+        "tasks": [{"name": "Run the preflight", "ansible.builtin.include_role": {
+            "name": "cloud_resources", "tasks_from": "preflight"},
+            "vars": {"cloud_resources_cloud": "ogc-test", "cloud_resources_flavors": [
+                {"name": "f", "vcpus": 1, "ram": 1, "disk": 1,
+                 "extra_specs": {"pci_passthrough:alias": "tesla-v100:1"}}]}}]}]))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run(["ansible-playbook", "-i", str(inventory), str(playbook)], capture_output=True, text=True,
+                          env=env, timeout=300, cwd=ROOT, check=False)
+    out = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode != 0
+    assert f"plan file {plans}/gpu1.json of host gpu1 {needle}" in out, out
+    assert "ansible-playbook playbooks/plan.yml --limit gpu1" in out

@@ -267,3 +267,35 @@ def test_filter_module_exports():
     names = nova_pci.FilterModule().filters()
     assert set(names) == {"nova_pci_aliases", "nova_pci_device_spec", "nova_pci_enabled_filters",
                           "nova_pci_available_filters", "nova_pci_override_check"}
+
+
+# --- section names and keys as oslo.config reads them ----------------------------------------------
+
+@pytest.mark.parametrize("header", ["[PCI]", "[Pci]", "[pci]"])
+def test_check_section_names_are_oslo_groups(header):
+    """oslo.config lowercases every group name but DEFAULT (cfg._normalize_group_name): [PCI] is [pci]."""
+    files = {"nova/seed-v100/nova-compute.conf": header + "\ndevice_spec = {\"vendor_id\": \"10de\"}\n",
+             "nova/nova-scheduler.conf": header.replace("PCI", "FILTER_SCHEDULER").replace("Pci", "Filter_Scheduler")
+             .replace("pci", "filter_scheduler") + "\nenabled_filters = ComputeFilter\n"}
+    conflicts = check(files)["conflicts"]
+    assert len(conflicts) == 2
+    assert conflicts[0].startswith("nova/seed-v100/nova-compute.conf line 2 sets [pci] device_spec")
+    assert "enabled_filters = ComputeFilter without PciPassthroughFilter" in conflicts[1]
+
+
+def test_check_colon_assignments_count_like_oslo():
+    files = {"nova/seed-v100/nova.conf": "[pci]\ndevice_spec: {\"vendor_id\": \"10de\"}\n"}
+    (msg,) = check(files)["conflicts"]
+    assert "line 2 sets [pci] device_spec" in msg
+
+
+def test_oslo_group_names_match_oslo_config_itself():
+    """The same answers as the installed oslo.config (the OpenStack services venv), when it is there."""
+    venv = ROOT / ".cache" / "openstack-venv"
+    if not (venv / ".ogc-installed").exists():
+        pytest.skip("the OpenStack services venv is not built")
+    names = ["PCI", "pci", "DEFAULT", "Default", "default", "Filter_Scheduler", " pci "]
+    code = "import json, sys; from oslo_config import cfg; print(json.dumps([cfg._normalize_group_name(n) for n in json.loads(sys.argv[1])]))"
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", code, json.dumps(names)], capture_output=True,
+                         text=True, check=True, timeout=60).stdout
+    assert json.loads(out) == [nova_pci.oslo_group_name(n) for n in names]

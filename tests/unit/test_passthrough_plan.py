@@ -262,11 +262,45 @@ def test_policy_keep_on_host_gpu_and_unsafe_interrupts_and_amd_iommu_on(planner,
     ({"vendors": ["nvidia"]}, r"vendors has 'nvidia'"),
     ({"vendors": "10de"}, r"vendors must be a list"),
     ({"colour": "green"}, r"unknown passthrough_policy key\(s\) colour"),
+    # YAML made numbers of unquoted IDs and addresses: vendors: [0x10de] is the int 4318.
+    ({"vendors": [4318]}, r"passthrough_policy.vendors entry 4318 is a number, not a string .*: quote it, e.g. '10de'"),
+    ({"alias_names": {4318: "v100"}}, r"alias_names key 4318 is a number, not a string .*quote it"),
+    ({"exclude": [1620.0]}, r"passthrough_policy.exclude entry 1620.0 is a number, not a string .*quote it, "
+                            r"e.g. '0000:27:00.0'"),
+    ({"keep_on_host": [None]}, r"keep_on_host entry None is a NoneType, not a string"),
+    ({"vendors": [True]}, r"vendors entry True is a bool, not a string"),
+    ({"allow_unsafe_interrupts": "maybe"}, r"passthrough_policy.allow_unsafe_interrupts is 'maybe', which is not a "
+                                           r"boolean: write true or false"),
+    ({"amd_iommu_on": None}, r"passthrough_policy.amd_iommu_on is None, which is not a boolean"),
+    ({"amd_iommu_on": 2}, r"passthrough_policy.amd_iommu_on is 2, which is not a boolean"),
     ("exclude everything", r"the policy must be a dict"),
 ])
 def test_bad_policy_is_a_clear_error_naming_host_and_key(planner, host_facts, policy, message):
     with pytest.raises(planner.AnsibleFilterError, match=r"^passthrough_plan: host seed-v100: .*" + message):
         planner.passthrough_plan(host_facts("seed-v100"), policy, "seed-v100")
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("false", False), ("no", False), ("off", False), ("0", False), (0, False), (False, False),
+    ("true", True), ("Yes", True), ("on", True), ("1", True), (1, True), (True, True),
+])
+def test_policy_booleans_follow_ansible_rules(planner, host_facts, value, expected):
+    plan = planner.passthrough_plan(host_facts("seed-v100"), {"allow_unsafe_interrupts": value,
+                                                               "amd_iommu_on": value}, "seed-v100")
+    assert ("vfio_iommu_type1.allow_unsafe_interrupts=1" in plan["kernel_args"]) is expected
+    assert ("vfio_iommu_type1.allow_unsafe_interrupts=1" in plan["kernel_args_absent"]) is not expected
+    assert ("amd_iommu=on" in plan["kernel_args"]) is expected
+
+
+def test_policy_errors_without_facts_for_the_preflight(planner):
+    assert planner.policy_errors({"vendors": ["10de"], "exclude": ["27:00.0"], "allow_unsafe_interrupts": "no"},
+                                 "h1") == []
+    assert planner.policy_errors(None, "h1") == []
+    assert planner.policy_errors({"vendors": [4318]}, "h1") == [
+        "passthrough_plan: host h1: passthrough_policy.vendors entry 4318 is a number, not a string (YAML reads an "
+        "unquoted 0x10de as the integer 4318 and 27:00.0 as a sexagesimal number): quote it, e.g. '10de'"]
+    assert planner.policy_errors({"colour": 1}, "h1")[0].startswith(
+        "passthrough_plan: host h1: unknown passthrough_policy key(s) colour")
 
 
 @pytest.mark.parametrize("facts, message", [
@@ -283,17 +317,60 @@ def test_bad_facts_are_a_clear_error(planner, facts, message):
 # ---------------------------------------------------------------------------------------------
 # Command-line comparison and the report.
 
-@pytest.mark.parametrize("running, arg, expected", [
-    (["vfio-pci.ids=10de:1db4,10de:10f8"], "vfio-pci.ids=10de:10f8,10de:1db4", True),
-    (["vfio-pci.ids=10de:1db4,10de:10f8"], "vfio-pci.ids=10de:1db4", False),
-    (["modprobe.blacklist=nouveau,nvidiafb,snd"], "modprobe.blacklist=nouveau,nvidiafb", True),
-    (["modprobe.blacklist=nouveau"], "modprobe.blacklist=nouveau,nvidiafb", False),
-    (["iommu=pt", "iommu=off"], "iommu=pt", False),
-    (["intel_iommu=on"], "intel_iommu=on", True),
-    (["ro"], "iommu=pt", False),
+SEED_BOUND = {a: "vfio-pci" for a in ["0000:27:00.0", "0000:28:00.0", "0000:44:00.0", "0000:a3:00.0",
+                                       "0000:c3:00.0", "0000:c4:00.0"]}
+
+
+@pytest.mark.parametrize("cmdline, pending", [
+    # The editor merges the planned driver into the operator's rd.driver.pre: that satisfies the plan.
+    ("ro iommu=pt vfio-pci.ids=10de:1db4 rd.driver.pre=nvme,vfio-pci modprobe.blacklist=nouveau,nvidiafb", []),
+    ("ro iommu=pt vfio-pci.ids=10de:1db4 rd.driver.pre=nvme rd.driver.pre=vfio-pci "
+     "modprobe.blacklist=nouveau modprobe.blacklist=nvidiafb", []),
+    # The kernel reads vfio_pci.ids as vfio-pci.ids.
+    ("ro iommu=pt vfio_pci.ids=10de:1db4 rd.driver.pre=vfio-pci modprobe.blacklist=nvidiafb,nouveau", []),
+    ("ro iommu=pt,nobypass vfio_pci.ids= rd.driver.pre=vfio-pci modprobe.blacklist=nvidiafb,nouveau",
+     ["kernel command line lacks vfio-pci.ids=10de:1db4 (it has vfio_pci.ids=)"]),
+    ("ro iommu=pt vfio-pci.ids=10de:1db4 rd.driver.pre=vfio-pci modprobe.blacklist=nvidiafb,nouveau iommu=off "
+     "amd_iommu=off",
+     ["kernel command line still has iommu=off", "kernel command line still has amd_iommu=off"]),
+    ("ro iommu=pt vfio-pci.ids=10de:1db4 rd.driver.pre=vfio-pci modprobe.blacklist=nvidiafb,nouveau "
+     "vfio_iommu_type1.allow_unsafe_interrupts=1",
+     ["kernel command line still has vfio_iommu_type1.allow_unsafe_interrupts=1"]),
 ])
-def test_cmdline_satisfies(planner, running, arg, expected):
-    assert planner.cmdline_satisfies(running, arg) is expected
+def test_pending_reads_the_running_line_with_the_kernel_model(planner, host_facts, cmdline, pending):
+    plan = planner.passthrough_plan(host_facts("seed-v100", drivers=SEED_BOUND, cmdline=cmdline), {}, "seed-v100")
+    assert plan["pending"] == pending
+    assert plan["reboot_required"] is bool(pending)
+
+
+def test_intel_iommu_with_comma_options_counts_as_on(planner):
+    facts = facts_of([dev("0000:18:00.0", "10de:1eb8", "030200", group=30, driver="vfio-pci")], cpu="intel",
+                     cmdline=["intel_iommu=on,sm_on", "iommu=pt", "vfio-pci.ids=10de:1eb8", "rd.driver.pre=vfio-pci",
+                              "modprobe.blacklist=nouveau,nvidiafb"])
+    plan = planner.passthrough_plan(facts, {}, "h1")
+    assert plan["kernel_args"][0] == "intel_iommu=on"
+    assert plan["pending"] == []
+
+
+def test_every_iommu_off_argument_is_forbidden_whatever_the_cpu(planner, host_facts):
+    for cpu in ("intel", "amd", None):
+        facts = facts_of([dev("0000:18:00.0", "10de:1eb8", "030200", group=30)], cpu=cpu)
+        absent = planner.passthrough_plan(facts, {}, "h1")["kernel_args_absent"]
+        assert {"iommu=off", "intel_iommu=off", "amd_iommu=off", "vfio_iommu_type1.allow_unsafe_interrupts=1"} <= set(absent)
+        assert "vfio-pci.ids" not in absent
+
+
+def test_a_stale_vfio_ids_is_forbidden_when_the_plan_binds_by_address(planner, host_facts):
+    # console-twin: the passed GPU shares its IDs with the console GPU, so no vfio-pci.ids is planned.
+    plan = planner.passthrough_plan(host_facts("console-twin"), {}, "console-twin")
+    assert plan["vfio_ids"] == [] and plan["bind_by_address"]
+    assert "vfio-pci.ids" in plan["kernel_args_absent"]
+
+
+def test_an_unreadable_running_line_is_a_clear_error(planner):
+    facts = facts_of([], cmdline=['a"b'])
+    with pytest.raises(planner.AnsibleFilterError, match=r"host h1: the running kernel command line .* double quote"):
+        planner.passthrough_plan(facts, {}, "h1")
 
 
 def test_plan_report_lists_every_verdict(planner, host_facts):
@@ -308,7 +385,8 @@ def test_plan_report_lists_every_verdict(planner, host_facts):
 
 
 def test_filter_module_exposes_the_filters(planner):
-    assert set(planner.FilterModule().filters()) == {"passthrough_plan", "passthrough_plan_report", "passthrough_plan_table"}
+    assert set(planner.FilterModule().filters()) == {"passthrough_plan", "passthrough_plan_report", "passthrough_plan_table",
+                                                     "passthrough_policy_errors", "passthrough_plan_file"}
 
 
 def test_softdeps_use_the_module_name_from_sysfs_not_the_driver_name(planner, host_facts):
@@ -332,3 +410,35 @@ def test_a_device_left_on_vfio_that_the_plan_keeps_on_the_host_is_pending(planne
     assert [s["address"] for s in plan["selected"]] == ["0000:01:00.0"]
     assert any(p.startswith("0000:02:00.0 is on vfio-pci but the plan leaves it to the host") for p in plan["pending"])
     assert plan["reboot_required"] is True
+
+
+# ---------------------------------------------------------------------------------------------
+# Plan files: one loader for every consumer; empty or corrupt files name the file and the command.
+
+def _slurp(text, source="/plans/gpu1.json", item="gpu1"):
+    import base64
+    return {"content": base64.b64encode(text.encode()).decode(), "encoding": "base64", "source": source,
+            "item": item}
+
+
+def test_plan_file_returns_the_plan_from_text_or_slurp(planner):
+    text = '{"facts": {}, "plan": {"host": "gpu1", "aliases": []}}'
+    assert planner.plan_file(text, "/plans/gpu1.json", "gpu1") == {"host": "gpu1", "aliases": []}
+    assert planner.plan_file(_slurp(text)) == {"host": "gpu1", "aliases": []}
+
+
+@pytest.mark.parametrize("data, args, message", [
+    ("", ("/plans/gpu1.json", "gpu1"), "plan file /plans/gpu1.json of host gpu1 is empty"),
+    ("  \n", ("/plans/gpu1.json", "gpu1"), "is empty"),
+    ('{"facts": {}, "plan": {', ("/plans/gpu1.json", "gpu1"), r"is not valid JSON \(line 1, column 24: "),
+    ("[]", ("/p/x.json", "x"), r"plan file /p/x.json of host x is JSON but not a plan file \(no 'plan' object\)"),
+    ('{"plan": []}', ("/p/x.json", "x"), "not a plan file"),
+    (None, ("/p/x.json", "x"), "is not text"),
+    (_slurp(""), (), "plan file /plans/gpu1.json of host gpu1 is empty"),
+    (_slurp("{oops"), (), "plan file /plans/gpu1.json of host gpu1 is not valid JSON"),
+    ({"content": "%%%", "source": "/p/y.json", "item": "y"}, (), "plan file /p/y.json of host y is not text"),
+])
+def test_plan_file_refuses_empty_and_corrupt_files(planner, data, args, message):
+    with pytest.raises(planner.AnsibleFilterError, match=r"^passthrough_plan_file: .*" + message) as caught:
+        planner.plan_file(data, *args)
+    assert "ansible-playbook playbooks/plan.yml --limit " in str(caught.value)

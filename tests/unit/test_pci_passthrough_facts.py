@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import stat
 import subprocess
 import sys
 
@@ -116,10 +118,84 @@ def test_broken_trees_fail_with_the_path_and_the_fix(copy_of, facts_module, brea
         facts_module.discover(str(root / "sys"), str(root / "proc"))
 
 
+# ---------------------------------------------------------------------------------------------
+# Captured trees are untrusted: links out of the tree and non-regular attribute files are refused,
+# with a short message that names the path and never what a file holds; a FIFO never hangs discovery.
+
+SECRET = "s3cr3t-token-do-not-echo"
+
+
+@pytest.fixture()
+def outside_file(tmp_path):
+    path = tmp_path / "outside" / "secret"
+    path.parent.mkdir()
+    path.write_text(SECRET + "\n")
+    return path
+
+
+def _swap_for_link(path, target):
+    os.unlink(path)
+    os.symlink(target, path)
+
+
+@pytest.fixture()
+def no_hang():
+    """Fail (instead of hanging the run) when discovery blocks for more than 20 s."""
+    def alarm(signum, frame):
+        raise TimeoutError("discovery blocked")
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(20)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("breakage, message", [
+    (lambda r, o: _swap_for_link(os.path.join(dev_dir(r), "vendor"), o),
+     r"/0000:27:00.0/vendor leads outside .* \(a symlink out of the tree\): refusing to read it"),
+    (lambda r, o: _swap_for_link(r / "proc" / "cmdline", o), r"proc/cmdline leads outside"),
+    (lambda r, o: _swap_for_link(r / "proc" / "cpuinfo", "/proc/cpuinfo"), r"proc/cpuinfo leads outside"),
+    (lambda r, o: _swap_for_link(r / "sys" / "bus" / "pci" / "devices" / "0000:27:00.0", o.parent),
+     r"devices/0000:27:00.0 leads outside"),
+    (lambda r, o: _swap_for_link(os.path.join(dev_dir(r), "driver"), o.parent), r"0000:27:00.0/driver leads outside"),
+    (lambda r, o: (shutil.rmtree(r / "sys" / "kernel" / "iommu_groups"),
+                   os.symlink(o.parent, r / "sys" / "kernel" / "iommu_groups")), r"iommu_group leads outside"),
+    (lambda r, o: (os.unlink(os.path.join(dev_dir(r), "vendor")), os.mkfifo(os.path.join(dev_dir(r), "vendor"))),
+     r"cannot read .*/vendor: a FIFO \(named pipe\), not a regular file"),
+    (lambda r, o: (os.unlink(r / "proc" / "cmdline"), os.mkfifo(r / "proc" / "cmdline")),
+     r"cannot read .*proc/cmdline: a FIFO"),
+    (lambda r, o: (os.unlink(os.path.join(dev_dir(r), "numa_node")),
+                   os.mknod(os.path.join(dev_dir(r), "numa_node"), stat.S_IFCHR | 0o600, os.makedev(1, 3))),
+     r"cannot read .*/numa_node: a device file"),
+    (lambda r, o: (r / "proc" / "cmdline").write_text('ro dyndbg="open\n'),
+     r"proc/cmdline cannot be read as a kernel command line: the double quote .* is never closed"),
+])
+def test_untrusted_capture_is_refused_without_echo_or_hang(copy_of, facts_module, outside_file, no_hang,
+                                                           breakage, message):
+    root = copy_of()
+    breakage(root, outside_file)
+    with pytest.raises(facts_module.DiscoveryError, match=message) as caught:
+        facts_module.discover(str(root / "sys"), str(root / "proc"))
+    assert SECRET not in str(caught.value)
+    assert len(str(caught.value)) < 400
+
+
+def test_links_inside_the_tree_still_work(copy_of, facts_module):
+    """A capture's own links (bus -> devices, driver, iommu_group) resolve inside the tree and are read."""
+    root = copy_of()
+    facts = facts_module.discover(str(root / "sys"), str(root / "proc"))
+    assert len(facts["devices"]) > 10 and facts["iommu_enabled"] is True
+
+
 def run_module(args: dict) -> tuple[int, dict, str]:
     """Run the module the way Ansible does (JSON arguments), return rc, parsed result, stderr."""
     env = dict(os.environ, PYTHONPATH="")
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "library", "pci_passthrough_facts.py")],
+    # Ansible ships the module with the module_utils it imports; here the repository's module_utils
+    # joins the ansible.module_utils package the same way ansible.cfg's module_utils setting does.
+    runner = ("import runpy, sys, ansible.module_utils as m; m.__path__.append(sys.argv[1]); "
+              "sys.argv = sys.argv[2:]; runpy.run_path(sys.argv[0], run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-c", runner, os.path.join(ROOT, "module_utils"),
+                           os.path.join(ROOT, "library", "pci_passthrough_facts.py")],
                           input=json.dumps({"ANSIBLE_MODULE_ARGS": args}), capture_output=True, text=True,
                           env=env, timeout=60, check=False)
     return proc.returncode, json.loads(proc.stdout), proc.stderr

@@ -131,6 +131,23 @@ def test_failed_step_names_step_and_log_and_stops(tmp_path, kolla_inventory):
     assert not (tmp_path / "etc/.open-gpu-cloud-kolla-state.json").exists()
 
 
+def test_existing_passwords_keep_a_tighter_mode(tmp_path, kolla_inventory):
+    bindir, _calls = fake_bin(tmp_path)
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    passwords = etc / "passwords.yml"
+    passwords.write_text("keystone_admin_password: operator-chosen\n")
+    passwords.chmod(0o600)
+    rc, out, _ = run_playbook("deploy.yml", kolla_inventory, deploy_vars(tmp_path, bindir))
+    assert rc == 0, out
+    assert oct(passwords.stat().st_mode & 0o777) == "0o600"
+    assert passwords.read_text() == "keystone_admin_password: operator-chosen\n"
+    passwords.chmod(0o604)  # readable by others: brought down to the role's ceiling, 0640 & 0604
+    rc, out, recap = run_playbook("deploy.yml", kolla_inventory, deploy_vars(tmp_path, bindir))
+    assert rc == 0 and recap["changed"] == 1, out
+    assert oct(passwords.stat().st_mode & 0o777) == "0o600"
+
+
 def test_vaulted_passwords_are_left_alone(tmp_path, kolla_inventory):
     bindir, calls = fake_bin(tmp_path)
     etc = tmp_path / "etc"

@@ -133,6 +133,25 @@ def test_plans_read_from_plan_files(tmp_path, inventory):
     assert len(lines(tmp_path / "config/nova/gpu2/nova.conf", "device_spec")) == 2
 
 
+@pytest.mark.parametrize("text, needle", [
+    ("", "is empty"),
+    ('{"facts": {}, "plan": {"host": "gpu2"', "is not valid JSON (line 1"),
+])
+def test_empty_or_corrupt_plan_file_names_the_file_and_the_command(tmp_path, inventory, text, needle):
+    pdir = tmp_path / "plans"
+    pdir.mkdir()
+    for host, p in PLANS.items():
+        (pdir / (host + ".json")).write_text(json.dumps({"facts": {}, "plan": p}))
+    (pdir / "gpu2.json").write_text(text)
+    rc, out, _ = run_playbook("nova.yml", inventory, {
+        "nova_pci_config_node_custom_config": str(tmp_path / "config"),
+        "nova_pci_config_plan_dir": str(pdir)})
+    assert rc != 0
+    assert f"plan file {pdir}/gpu2.json of host gpu2 {needle}" in out, out
+    assert "ansible-playbook playbooks/plan.yml --limit gpu2" in out
+    assert not (tmp_path / "config").exists()
+
+
 def test_report_in_placement_on_then_off_is_refused(tmp_path, inventory):
     on = config_vars(tmp_path, nova_pci_config_report_in_placement=True)
     rc, out, _ = run_playbook("nova.yml", inventory, on)

@@ -79,6 +79,16 @@ def test_healthy_then_gpu_gone(seed_host):
     assert "ALERT seed: GPU 0000:c3:00.0" in " ".join(out.split())
 
 
+def test_corrupt_plan_file_names_the_file_and_the_command(seed_host, tmp_path):
+    _root, inventory = seed_host
+    (tmp_path / "plans" / "seed.json").write_text('{"facts": {}, "plan": ')
+    rc, out = run(inventory)
+    assert rc != 0
+    flat = " ".join(out.split())
+    assert f"plan file {tmp_path}/plans/seed.json of host seed is not valid JSON" in flat, out
+    assert "ansible-playbook playbooks/plan.yml --limit seed" in flat
+
+
 def test_bad_expected_count_named(seed_host):
     _root, inventory = seed_host
     rc, out = run(inventory, "-e", "health_expected_gpus=-1")
