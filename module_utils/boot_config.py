@@ -195,6 +195,9 @@ def parse_file(path, text, variables=CMDLINE_VARIABLES):
                     break
                 end += 1
             if end >= len(rest):
+                if rest.endswith("\\"):
+                    _refuse(path, lineno, line, "a line continuation (backslash at the end of the line) is not "
+                                                "modelled")
                 _refuse(path, lineno, line, "the double quote is not closed on this line (a value over several "
                                             "lines is not modelled)")
             quote, body, suffix = '"', rest[1:end], rest[end + 1:]

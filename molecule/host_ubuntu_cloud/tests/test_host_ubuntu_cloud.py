@@ -31,7 +31,7 @@ def test_arguments_in_the_drop_in_that_takes_effect(host):
         assert sandbox.read(host, "etc/default/grub") == (DISTROS / "ubuntu2404-cloud/etc/default/grub").read_text()
     else:
         assert line(host, "etc/default/grub.d/60-operator.cfg", "GRUB_CMDLINE_LINUX_DEFAULT") == (
-            'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT console=ttyS0,115200n8 vfio-pci.ids=10de:1db4 '
+            'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT console=ttyS0,115200n8 vfio_pci.ids=10de:1db4 '
             'iommu=pt rd.driver.pre=vfio-pci modprobe.blacklist=nouveau,nvidiafb"')
         # iommu=off removed from the other variable; the operator's rd.driver.pre=nvme kept.
         assert line(host, "etc/default/grub", "GRUB_CMDLINE_LINUX") == 'GRUB_CMDLINE_LINUX="rd.driver.pre=nvme"'
