@@ -38,6 +38,12 @@ GUEST_CONFIG_PATHS = ["etc/modprobe.d", "etc/modules-load.d", "etc/initramfs-too
 
 
 def _load(name: str, path: Path):
+    # The library imports ansible.module_utils.<name> from the repository's module_utils (as ansible.cfg's
+    # module_utils = module_utils does for ansible-playbook).
+    import ansible.module_utils  # pylint: disable=import-outside-toplevel
+
+    if str(REPO / "module_utils") not in ansible.module_utils.__path__:
+        ansible.module_utils.__path__.append(str(REPO / "module_utils"))
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
