@@ -117,6 +117,7 @@ EARLY_MODULES = ["vfio", "vfio_iommu_type1", "vfio_pci"]
 # Arguments that switch the IOMMU off: never on a passthrough host's command line.
 IOMMU_OFF = ("iommu=off", "intel_iommu=off", "amd_iommu=off")
 UNSAFE_INTERRUPTS = "vfio_iommu_type1.allow_unsafe_interrupts=1"
+NVIDIA_HOST_DRIVER_BLACKLIST = ("modprobe.blacklist=nouveau,nvidia,nvidiafb,nvidia_drm", "module_blacklist=nouveau,nvidia")
 
 
 def _err(host, message):
@@ -488,6 +489,10 @@ def passthrough_plan(facts, policy=None, host=None):
     if not vfio_ids:
         # A vfio-pci.ids left from an earlier plan would claim devices this plan leaves to the host.
         kernel_absent.append("vfio-pci.ids")
+    if not blacklist and any(by_addr[a]["vendor_id"] == NVIDIA for a in host_devices):
+        # An NVIDIA display device stays on the host: a blacklist of its drivers (from an earlier
+        # plan) would take it away.
+        kernel_absent.extend(NVIDIA_HOST_DRIVER_BLACKLIST)
 
     running = list(facts.get("kernel_cmdline") or [])
     try:

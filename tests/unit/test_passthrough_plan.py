@@ -367,6 +367,15 @@ def test_a_stale_vfio_ids_is_forbidden_when_the_plan_binds_by_address(planner, h
     assert "vfio-pci.ids" in plan["kernel_args_absent"]
 
 
+def test_a_blacklist_of_the_nvidia_drivers_is_forbidden_when_an_nvidia_gpu_stays(planner, host_facts):
+    plan = planner.passthrough_plan(host_facts("console-twin"), {}, "console-twin")
+    assert plan["blacklist_modules"] == []
+    assert {"modprobe.blacklist=nouveau,nvidia,nvidiafb,nvidia_drm",
+            "module_blacklist=nouveau,nvidia"} <= set(plan["kernel_args_absent"])
+    facts = facts_of([dev("0000:18:00.0", "10de:1eb8", "030200", group=30)], cpu="intel")
+    assert not any("blacklist" in a for a in planner.passthrough_plan(facts, {}, "h1")["kernel_args_absent"])
+
+
 def test_an_unreadable_running_line_is_a_clear_error(planner):
     facts = facts_of([], cmdline=['a"b'])
     with pytest.raises(planner.AnsibleFilterError, match=r"host h1: the running kernel command line .* double quote"):

@@ -19,11 +19,11 @@ def test_grub_line(host):
             'GRUB_CMDLINE_LINUX_DEFAULT="quiet intel_iommu=on iommu=pt vfio-pci.ids=10de:1eb8 rd.driver.pre=vfio-pci '
             'modprobe.blacklist=nouveau,nvidiafb"')
     else:
-        # Single quotes, the operator's args and the trailing comment kept; the old vfio-pci.ids replaced in
-        # place, intel_iommu=off gone, the radeon blacklist merged with the planned one.
+        # Single quotes, the operator's args and the trailing comment kept; the old vfio-pci.ids and
+        # intel_iommu=off replaced in place, the radeon blacklist merged with the planned one.
         assert sandbox.cmdline_value(host) == (
-            "GRUB_CMDLINE_LINUX_DEFAULT='quiet console=ttyS0,115200n8 vfio-pci.ids=10de:1eb8 "
-            "modprobe.blacklist=radeon,nouveau,nvidiafb intel_iommu=on iommu=pt rd.driver.pre=vfio-pci'"
+            "GRUB_CMDLINE_LINUX_DEFAULT='quiet console=ttyS0,115200n8 vfio-pci.ids=10de:1eb8 intel_iommu=on "
+            "modprobe.blacklist=radeon,nouveau,nvidiafb iommu=pt rd.driver.pre=vfio-pci'"
             "  # do not touch console")
         grub = sandbox.read(host, "etc/default/grub")
         assert '#GRUB_CMDLINE_LINUX_DEFAULT="quiet splash"\n' in grub and 'GRUB_TERMINAL="console serial"\n' in grub
