@@ -2,74 +2,77 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
 # Apache License 2.0 (see pyproject.toml)
-"""Manage kernel arguments in one variable of /etc/default/grub."""
+"""Manage kernel arguments where GRUB takes them from: /etc/default/grub and its drop-ins."""
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
 module: grub_cmdline
-short_description: Add, replace and remove kernel arguments in /etc/default/grub
+short_description: Put kernel arguments where grub-mkconfig takes them from, drop-ins included
 description:
-  - Edits one shell variable (by default C(GRUB_CMDLINE_LINUX_DEFAULT)) of the GRUB defaults file.
-  - Adds every argument of O(present) that is missing, replaces a stale value of the same key
-    (an old C(vfio-pci.ids=...), C(intel_iommu=off) when C(intel_iommu=on) is wanted), merges
-    comma-separated list values for the keys in O(merge_keys) (C(modprobe.blacklist=a,b)), removes
-    the arguments or keys of O(absent), and never writes an argument twice (a key O(present) sets ends
-    up once, where the line first had it).
-  - What a line means (quoting, C(-)/C(_) in names, last one wins, list keys, comma options such as
-    C(intel_iommu=on,sm_on)) comes from C(module_utils/kernel_cmdline.py), the same model the facts
-    module and the planner use, so what this module writes is what the planner calls done.
-  - Every other argument, the quoting style of the value (double, single or none), trailing comments
-    and every other line of the file are kept as they are. Kernel parameter names compare the way the
-    kernel compares them, C(-) and C(_) being the same (C(vfio-pci.ids) is C(vfio_pci.ids)).
-  - When the variable is assigned more than once, the last assignment (the one the shell keeps) is
-    edited and a warning says so.
-  - The file is written through a temporary file and an atomic rename, after an optional backup.
-    It does not regenerate the boot configuration; run C(update-grub) or C(grub2-mkconfig) when the
-    result says C(changed).
+  - Reads the files C(grub-mkconfig) sources, in its order (Debian family - the GRUB file, then every
+    C(*.cfg) of O(dropin_dir); RHEL family - the GRUB file only), and computes the arguments the
+    default boot entry gets (C(GRUB_CMDLINE_LINUX) then C(GRUB_CMDLINE_LINUX_DEFAULT)).
+  - Puts the arguments of O(present) into the last assignment of O(variable), the one that takes
+    effect (on an Ubuntu cloud image, C(/etc/default/grub.d/50-cloudimg-settings.cfg)), removes the
+    arguments of O(absent) from every command-line variable in every file, and removes a planned key
+    that another part of the line would override. Every token-level decision (quoting, C(-)/C(_) in
+    names, list and option keys, last one wins) is the kernel_cmdline model's.
+  - Every other argument, the quoting style, comments and every other line are kept. A symlinked file
+    is edited at its target (the link stays a link).
+  - A line the editor cannot model (C($(...)), backquotes, adjacent quoting such as C("quiet "'splash'),
+    a line continuation, a conditional use of the variable) is refused with the file and line number,
+    and nothing is written.
+  - Files are written through a temporary file and an atomic rename, after an optional backup. It does
+    not regenerate the boot configuration; run C(update-grub) or C(grub2-mkconfig) when it says
+    C(changed), then check the result with the boot_entries module.
 options:
   absent:
     description:
-      - Arguments to remove. An entry C(key=value) removes exactly that value (for a key of
-        O(merge_keys), that item of the list); an entry without C(=) removes the key with any value.
+      - Arguments to remove wherever they are. C(key) removes the key with any value, C(key=value) that
+        value (for a list or option key, those items).
     type: list
     elements: str
     default: []
   backup:
-    description: Keep a timestamped copy of the file before changing it (returned as RV(backup_file)).
+    description: Keep a timestamped copy of each file before changing it (returned in RV(backups)).
     type: bool
     default: true
-  merge_keys:
-    description:
-      - Keys whose value is a comma-separated list. For these, O(present) adds its items to the items
-        already there instead of replacing them, and repeated occurrences are merged into the first.
-    type: list
-    elements: str
-    default: [modprobe.blacklist, module_blacklist, modules-load, rd.driver.blacklist, rd.driver.post, rd.driver.pre,
-              rd.modules-load]
+  dropin_dir:
+    description: The drop-in directory grub-mkconfig sources after O(path) (Debian family only). Absolute.
+    type: str
+    default: /etc/default/grub.d
+  family:
+    description: The OS family, deciding which files are sourced and the default O(variable).
+    type: str
+    choices: [Debian, RedHat]
+    default: Debian
   path:
-    description: The GRUB defaults file, relative to O(root) when it is absolute.
-    type: path
+    description: The GRUB defaults file as on the host (absolute), below O(root).
+    type: str
     default: /etc/default/grub
   present:
     description:
-      - Arguments that must be on the line. C(key=value) sets the key to that value, replacing any
-        other value; a bare C(flag) is added when missing.
+      - Arguments the default boot entry must get. C(key=value) sets the key (or adds items to a list or
+        option key); a bare C(flag) is added when missing.
     type: list
     elements: str
     default: []
   root:
-    description: Directory prefixed to O(path) (a sandbox copy of a host); C(/) on a real host.
-    type: path
+    description: Directory the host's files are under (a sandbox copy of a host); C(/) on a real host.
+    type: str
     default: /
   variable:
-    description: The shell variable holding the kernel arguments.
+    description:
+      - The variable the planned arguments go to. Empty - the family's own (C(GRUB_CMDLINE_LINUX_DEFAULT)
+        on Debian/Ubuntu, C(GRUB_CMDLINE_LINUX) on RHEL 9, which has no C(GRUB_CMDLINE_LINUX_DEFAULT)).
     type: str
-    default: GRUB_CMDLINE_LINUX_DEFAULT
+    choices: ['', GRUB_CMDLINE_LINUX, GRUB_CMDLINE_LINUX_DEFAULT]
+    default: ''
 notes:
-  - Check mode computes the new line with the same function as a real run and writes nothing.
-  - With C(--diff) the whole file is compared, so the output shows the exact before and after line.
+  - Check mode computes the edit with the same function as a real run and writes nothing.
+  - With C(--diff) every file that changes is shown whole, before and after.
 attributes:
   check_mode:
     support: full
@@ -82,6 +85,7 @@ author:
 EXAMPLES = r"""
 - name: Put the passthrough arguments on the kernel command line
   grub_cmdline:
+    family: Debian
     present:
       - amd_iommu=on
       - iommu=pt
@@ -92,10 +96,10 @@ EXAMPLES = r"""
       - iommu=off
   register: __grub
 
-- name: Edit a sandbox copy of a host, in GRUB_CMDLINE_LINUX
+- name: Edit a sandbox copy of a Rocky 9 host
   grub_cmdline:
     root: /srv/sandbox/host1
-    variable: GRUB_CMDLINE_LINUX
+    family: RedHat
     present: [intel_iommu=on]
     absent: [nomodeset]
     backup: false
@@ -103,156 +107,114 @@ EXAMPLES = r"""
 
 RETURN = r"""
 path:
-  description: The file that was read (and written when changed), O(root) included.
+  description: The GRUB file as on the host.
   returned: always
   type: str
   sample: /etc/default/grub
 variable:
-  description: The variable that was edited.
+  description: The variable the planned arguments went to.
   returned: always
   type: str
   sample: GRUB_CMDLINE_LINUX_DEFAULT
+target:
+  description: Where the planned arguments went (the last assignment of RV(variable)).
+  returned: success
+  type: str
+  sample: /etc/default/grub.d/50-cloudimg-settings.cfg line 11
+overridden:
+  description: Earlier assignments of RV(variable) that the target overrides (they have no effect).
+  returned: success
+  type: list
+  elements: str
+sourced:
+  description: The files grub-mkconfig sources, in order.
+  returned: success
+  type: list
+  elements: str
 before:
-  description: The arguments before, as a list.
-  returned: always
+  description: The default boot entry's arguments from the files before (after root= and ro).
+  returned: success
   type: list
   elements: str
-  sample: [quiet, vfio-pci.ids=10de:1b80]
+  sample: [console=tty1, console=ttyS0]
 after:
-  description: The arguments after, as a list (what a real run writes, also in check mode).
-  returned: always
+  description: The default boot entry's arguments from the files after (what a real run writes, also in check mode).
+  returned: success
   type: list
   elements: str
-  sample: [quiet, vfio-pci.ids=10de:1db4, iommu=pt]
-line_before:
-  description: The assignment line before.
-  returned: always
-  type: str
-  sample: GRUB_CMDLINE_LINUX_DEFAULT="quiet vfio-pci.ids=10de:1b80"
-line_after:
-  description: The assignment line after.
-  returned: always
-  type: str
-  sample: GRUB_CMDLINE_LINUX_DEFAULT="quiet vfio-pci.ids=10de:1db4 iommu=pt"
+  sample: [console=tty1, console=ttyS0, amd_iommu=on, iommu=pt]
+changes:
+  description: Each changed line (path, line, variable, before, after).
+  returned: success
+  type: list
+  elements: dict
 added:
-  description: Arguments that were not on the line before.
-  returned: always
+  description: Arguments of the default entry that were not there before.
+  returned: success
   type: list
   elements: str
 removed:
-  description: Arguments that were on the line before and are not after.
-  returned: always
+  description: Arguments of the default entry that are gone.
+  returned: success
   type: list
   elements: str
-backup_file:
-  description: The backup copy, when one was made.
+files:
+  description: The files written (as on the host; a symlink's target, not the link).
+  returned: success
+  type: list
+  elements: str
+backups:
+  description: The backup of each written file, as C({path, backup}) with real paths on the machine.
   returned: changed and O(backup) and not check mode
-  type: str
-  sample: /etc/default/grub.12345.2026-01-01@10:00:00~
+  type: list
+  elements: dict
 """
 
 import os
-import re
 import tempfile
 
-from ansible.module_utils import kernel_cmdline
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native
-
-_ASSIGN_RE = re.compile(r"^(?P<lead>\s*(?:export\s+)?)(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<rest>.*)$")
-
-
-class GrubCmdlineError(Exception):
-    """A problem with the file or the arguments, worded for the operator."""
+from ansible.module_utils import boot_config as bc
+from ansible.module_utils import boot_files as bf
 
 
-def parse_assignment(rest):
-    """Split the text after VAR= into (quote, value, suffix).
-
-    quote is '"', "'" or '' (unquoted). The value is returned as written (shell escapes such as
-    \\" kept), so writing it back changes nothing the operator typed. suffix is what follows the
-    closing quote (spaces, a comment).
-    """
-    if rest.startswith('"'):
-        i = 1
-        while i < len(rest):
-            char = rest[i]
-            if char == "\\":
-                i += 2
-                continue
-            if char == '"':
-                return '"', rest[1:i], rest[i + 1:]
-            i += 1
-        raise GrubCmdlineError("the double quote opened after the '=' is never closed")
-    if rest.startswith("'"):
-        end = rest.find("'", 1)
-        if end < 0:
-            raise GrubCmdlineError("the single quote opened after the '=' is never closed")
-        return "'", rest[1:end], rest[end + 1:]
-    match = re.match(r"^(\S*)(.*)$", rest)
-    return "", match.group(1), match.group(2)
-
-
-def render_value(quote, tokens):
-    """Write the arguments back with the original quoting. An unquoted value that no longer is a
-    single word gets double quotes (the shell would split it otherwise)."""
-    text = " ".join(tokens)
-    if quote == "'":
-        return "'" + text + "'"
-    if quote == "" and len(tokens) <= 1:
-        return text
-    return '"' + text.replace('"', '\\"') + '"'
-
-
-def edit_text(text, variable, present, absent, merge_keys):
-    """Edit the file's text. Returns dict(text, before, after, line_before, line_after, warnings)."""
-    lines = text.splitlines(True)
-    matches = []
-    for index, line in enumerate(lines):
-        stripped = line.rstrip("\r\n")
-        match = _ASSIGN_RE.match(stripped)
-        if match and match.group("name") == variable:
-            matches.append((index, match))
-    if not matches:
-        raise GrubCmdlineError("no line assigns %s" % variable)
-    warnings = []
-    if len(matches) > 1:
-        warnings.append(
-            "%s is assigned on %d lines (%s); only the last one counts for the shell and only it is edited"
-            % (variable, len(matches), ", ".join(str(i + 1) for i, _ in matches)))
-    index, match = matches[-1]
-    line = lines[index]
-    eol = line[len(line.rstrip("\r\n")):]
+def run(params):
+    """Plan the edit of the host's GRUB files. Returns (result, writes: [(real path, new text)])."""
+    family = params["family"]
+    variable = params["variable"] or bc.default_variable(family)
+    root = params["root"]
+    result = dict(path=params["path"], variable=variable)
+    bf.host_path(root, params["path"], "path (passthrough_host_grub_path)")
+    bf.host_path(root, params["dropin_dir"], "dropin_dir (passthrough_host_grub_dropin_dir)")
     try:
-        quote, value, suffix = parse_assignment(match.group("rest"))
-    except GrubCmdlineError as exc:
-        raise GrubCmdlineError("line %d (%s): %s" % (index + 1, line.rstrip("\r\n"), exc))
+        sourced = bf.sourced_files(root, family, params["path"], params["dropin_dir"])
+    except FileNotFoundError:
+        raise bf.BootFilesError(
+            "%s does not exist: this host has no GRUB defaults file where expected. Install GRUB (grub2-common / "
+            "grub2-tools), or point the path option (role variable passthrough_host_grub_path) at the file that "
+            "holds %s." % (bf.host_path(root, params["path"]), variable)) from None
+    files = [(shown, text) for shown, _target, _real, text in sourced]
     try:
-        # Inside shell double quotes the kernel's own quotes are written \" (acpi_osi=\"!Windows 2012\").
-        before = kernel_cmdline.split(value.replace('\\"', '"') if quote == '"' else value)
-        after = kernel_cmdline.edit(before, present, absent, merge_keys)
-    except kernel_cmdline.CmdlineError as exc:
-        raise GrubCmdlineError("line %d (%s): %s" % (index + 1, line.rstrip("\r\n"), exc))
-    line_before = line.rstrip("\r\n")
-    if after == before:
-        line_after = line_before
-    else:
-        line_after = match.group("lead") + variable + "=" + render_value(quote, after) + suffix
-        lines[index] = line_after + eol
-    return {
-        "text": "".join(lines),
-        "before": before,
-        "after": after,
-        "line_before": line_before,
-        "line_after": line_after,
-        "warnings": warnings,
-    }
-
-
-def full_path(root, path):
-    if root and root != "/":
-        return os.path.join(root, path.lstrip("/"))
-    return path
+        plan = bc.plan_edit(files, variable, params["present"], params["absent"])
+    except bc.BootConfigError as exc:
+        msg = to_native(exc)
+        if msg.startswith("no line assigns"):
+            msg = ("%s: add a line such as %s=\"\" to %s (or set the variable option, role variable "
+                   "passthrough_host_grub_variable, to the variable this host uses)" % (msg, variable, params["path"]))
+        raise bf.BootFilesError(msg) from None
+    real_of = {shown: (target, real) for shown, target, real, _ in sourced}
+    writes = [(real_of[shown][1], shown, text) for shown, text in plan["texts"].items()]
+    result.update(
+        target=plan["target"], overridden=plan["overridden"], sourced=[s for s, _ in files],
+        before=plan["before"], after=plan["after"], changes=plan["changes"],
+        added=[a for a in plan["after"] if a not in plan["before"]],
+        removed=[a for a in plan["before"] if a not in plan["after"]],
+        files=[real_of[shown][0] for shown in plan["texts"]],
+    )
+    result["diff"] = [dict(before=dict(files)[shown], after=text, before_header=shown, after_header=shown)
+                      for shown, text in plan["texts"].items()]
+    return result, writes
 
 
 def main():
@@ -260,84 +222,47 @@ def main():
         argument_spec=dict(
             absent=dict(type="list", elements="str", default=[]),
             backup=dict(type="bool", default=True),
-            merge_keys=dict(type="list", elements="str",
-                            default=["modprobe.blacklist", "module_blacklist", "modules-load", "rd.driver.blacklist",
-                                     "rd.driver.post", "rd.driver.pre", "rd.modules-load"]),
-            path=dict(type="path", default="/etc/default/grub"),
+            dropin_dir=dict(type="str", default="/etc/default/grub.d"),
+            family=dict(type="str", choices=["Debian", "RedHat"], default="Debian"),
+            path=dict(type="str", default="/etc/default/grub"),
             present=dict(type="list", elements="str", default=[]),
-            root=dict(type="path", default="/"),
-            variable=dict(type="str", default="GRUB_CMDLINE_LINUX_DEFAULT"),
+            root=dict(type="str", default="/"),
+            variable=dict(type="str", choices=["", "GRUB_CMDLINE_LINUX", "GRUB_CMDLINE_LINUX_DEFAULT"], default=""),
         ),
         supports_check_mode=True,
     )
     params = module.params
-    path = full_path(params["root"], params["path"])
-    variable = params["variable"]
-    result = dict(changed=False, path=path, variable=variable)
-
     try:
-        kernel_cmdline.check([], params["present"], params["absent"], params["merge_keys"])
-    except kernel_cmdline.CmdlineError as exc:
-        module.fail_json(msg="%s, variable %s: %s" % (path, variable, to_native(exc)), **result)
-
-    if not os.path.exists(path):
-        module.fail_json(msg="%s does not exist: this host has no GRUB defaults file where expected. Install GRUB "
-                             "(grub2-common / grub2-tools), or point the path option (role variable "
-                             "passthrough_host_grub_path) at the file that holds %s." % (path, variable), **result)
-    if not os.path.isfile(path):
-        module.fail_json(msg="%s is not a regular file" % path, **result)
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
-        text = raw.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        module.fail_json(msg="cannot read %s: %s" % (path, to_native(exc)), **result)
-
-    try:
-        edited = edit_text(text, variable, params["present"], params["absent"], params["merge_keys"])
-    except GrubCmdlineError as exc:
-        msg = to_native(exc)
-        if msg.startswith("no line assigns"):
-            msg = ("%s has no line assigning %s: add a line such as %s=\"\" to it (or set the variable option, "
-                   "role variable passthrough_host_grub_variable, to the variable this host uses)"
-                   % (path, variable, variable))
-        else:
-            msg = "%s, variable %s: %s" % (path, variable, msg)
-        module.fail_json(msg=msg, **result)
-
-    for warning in edited["warnings"]:
-        module.warn("%s: %s" % (path, warning))
-    changed = edited["text"] != text
-    after_set = list(edited["after"])
-    result.update(
-        changed=changed,
-        before=edited["before"],
-        after=edited["after"],
-        line_before=edited["line_before"],
-        line_after=edited["line_after"],
-        added=[a for a in after_set if a not in edited["before"]],
-        removed=[a for a in edited["before"] if a not in after_set],
-    )
+        result, writes = run(params)
+    except (bf.BootFilesError, bc.BootConfigError) as exc:
+        module.fail_json(msg=to_native(exc), path=params["path"], changed=False)
+    diff = result.pop("diff")
+    result["changed"] = bool(writes)
     if module._diff:
-        result["diff"] = dict(before=text, after=edited["text"],
-                              before_header="%s (%s)" % (path, variable), after_header="%s (%s)" % (path, variable))
-
-    if changed and not module.check_mode:
+        result["diff"] = diff
+    for where in result["overridden"]:
+        module.warn("%s assigns %s but %s overrides it; the arguments went to the latter"
+                    % (where, result["variable"], result["target"]))
+    if writes and not module.check_mode:
+        backups = []
+        for real, shown, text in writes:
+            if params["backup"]:
+                backups.append(dict(path=real, backup=module.backup_local(real)))
+            fd, tmp = tempfile.mkstemp(prefix=".grub_cmdline.", dir=os.path.dirname(real))
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(to_bytes(text))
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                module.atomic_move(tmp, real, unsafe_writes=False)
+            except Exception as exc:  # pylint: disable=broad-except
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+                module.fail_json(msg="cannot write %s: %s (this file was not changed; files written before it: %s)"
+                                 % (shown, to_native(exc), ", ".join(b["path"] for b in backups[:-1]) or "none"),
+                                 backups=backups, **result)
         if params["backup"]:
-            result["backup_file"] = module.backup_local(path)
-        directory = os.path.dirname(path) or "."
-        fd, tmp = tempfile.mkstemp(prefix=".grub_cmdline.", dir=directory)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(to_bytes(edited["text"]))
-                handle.flush()
-                os.fsync(handle.fileno())
-            module.atomic_move(tmp, path, unsafe_writes=False)
-        except Exception as exc:  # pylint: disable=broad-except
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            module.fail_json(msg="cannot write %s: %s (the file was not changed)" % (path, to_native(exc)), **result)
-
+            result["backups"] = backups
     module.exit_json(**result)
 
 

@@ -8,8 +8,12 @@ For sandbox hosts only (the passthrough_host role's passthrough_host_reboot_comm
 scenarios, the fault tests and the demo inventory); never on a real host. What it
 models, from the files under ROOT and the fixture (fixtures/hosts/*.yml format, scripts/mock_sysfs.py):
 
-- the kernel command line: the fixture's boot image, root= and ro, then GRUB_CMDLINE_LINUX and
-  GRUB_CMDLINE_LINUX_DEFAULT as the shell reads ROOT/etc/default/grub (sourced by bash, as grub-mkconfig does);
+- the kernel command line: what the boot loader reads, i.e. what the boot-config tool generated
+  (scripts/simulate_boot_config.py in the sandboxes): the first menu entry's `linux` line of
+  ROOT/boot/grub/grub.cfg, or the first kernel entry of ROOT/boot/loader/entries (BLS, as grubby sorts
+  them: highest version first). Without either, the boot configuration was never generated and the host
+  boots with the line it booted with before (ROOT/proc/cmdline): editing /etc/default/grub alone changes
+  nothing at boot;
 - the IOMMU: on AMD when the firmware has it on (fixture `iommu`, or `firmware.iommu`) and no
   amd_iommu=off/iommu=off; on Intel when the firmware has VT-d (fixture `firmware.iommu`, default true)
   and intel_iommu=on is given (or the fixture already had it on) and no intel_iommu=off/iommu=off;
@@ -18,15 +22,16 @@ models, from the files under ROOT and the fixture (fixtures/hosts/*.yml format, 
   device whose driver is blacklisted (modprobe.blacklist= or `blacklist` in ROOT/etc/modprobe.d);
   the fixture's driver otherwise.
 
-Each call appends the new command line to ROOT/.simulated-reboots (tests count reboots with it).
+Each call writes a new boot id (ROOT/proc/sys/kernel/random/boot_id) and appends the new command line to
+ROOT/.simulated-reboots (tests count reboots with it).
 """
 
 import glob
 import importlib.util
 import os
 import re
-import subprocess
 import sys
+import uuid
 
 import yaml
 
@@ -39,12 +44,32 @@ _spec.loader.exec_module(mock_sysfs)
 MODULE_OF = {"xhci_hcd": "xhci_pci", "nvidia-gpu": "i2c_nvidia_gpu"}
 
 
-def grub_args(root):
-    path = os.path.join(root, "etc", "default", "grub")
-    script = 'lsb_release() { echo Debian; }; . "$1"; printf "%s %s" "$GRUB_CMDLINE_LINUX" "$GRUB_CMDLINE_LINUX_DEFAULT"'
-    out = subprocess.run(["bash", "-c", script, "grub", path], check=True, capture_output=True, text=True,
-                         env={"PATH": "/usr/bin:/bin"}).stdout
-    return out.split()
+def generated_cmdline(root):
+    """The kernel command line the boot loader will pass, from the generated configuration."""
+    cfg = os.path.join(root, "boot", "grub", "grub.cfg")
+    if os.path.exists(cfg):
+        in_entry = False
+        with open(cfg, encoding="utf-8") as handle:
+            for line in handle:
+                words = line.split()
+                if words[:1] == ["menuentry"]:
+                    in_entry = True
+                elif in_entry and words[:1] == ["linux"] and len(words) > 1:
+                    return ["BOOT_IMAGE=" + words[1]] + words[2:]
+        raise SystemExit("%s has no menu entry with a linux line" % cfg)
+    entries = sorted(glob.glob(os.path.join(root, "boot", "loader", "entries", "*.conf")), reverse=True)
+    for conf in entries:
+        fields = {}
+        with open(conf, encoding="utf-8") as handle:
+            for line in handle:
+                key, _, value = line.strip().partition(" ")
+                fields.setdefault(key, value)
+        if "rescue" in fields.get("version", "") or "linux" not in fields:
+            continue
+        options = [w for w in fields.get("options", "").split() if not w.startswith("$")]
+        return ["BOOT_IMAGE=(hd0,gpt2)" + fields["linux"]] + options
+    with open(os.path.join(root, "proc", "cmdline"), encoding="utf-8") as handle:
+        return handle.read().split()
 
 
 def modprobe_conf(root):
@@ -77,9 +102,8 @@ def main(argv):
         return 2
     fixture_path, root = argv[1], argv[2]
     fixture = mock_sysfs.load_fixture(fixture_path)
-    base = [t for t in str(fixture.get("cmdline", "")).split() if t.startswith(("BOOT_IMAGE=", "root=")) or t == "ro"]
-    args = grub_args(root)
-    cmdline = base + args
+    cmdline = generated_cmdline(root)
+    args = [t for t in cmdline if not t.startswith(("BOOT_IMAGE=", "root=")) and t != "ro"]
 
     def has(arg):
         return any(a.replace("-", "_") == arg.replace("-", "_") for a in args)
@@ -116,6 +140,10 @@ def main(argv):
         drivers[address] = driver
 
     mock_sysfs.build_tree(fixture, root, iommu=iommu, cmdline=" ".join(cmdline), drivers=drivers)
+    boot_id = os.path.join(root, "proc", "sys", "kernel", "random", "boot_id")
+    os.makedirs(os.path.dirname(boot_id), exist_ok=True)
+    with open(boot_id, "w", encoding="utf-8") as handle:
+        handle.write(str(uuid.uuid4()) + "\n")
     with open(os.path.join(root, ".simulated-reboots"), "a", encoding="utf-8") as handle:
         handle.write(" ".join(cmdline) + "\n")
     print("simulated reboot of %s: iommu %s, cmdline %s" % (root, "on" if iommu else "off", " ".join(cmdline)))

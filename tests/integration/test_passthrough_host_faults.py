@@ -67,6 +67,18 @@ def cases():
     out["forced"] = (copy.deepcopy(seed), {"passthrough_host_policy": {"keep_on_host": ["0000:28:00.0"]}})
     out["bmc-unreachable"] = (copy.deepcopy(seed), {"passthrough_host_bmc_address": "127.0.0.1:%d" % free_port()})
     out["bmc-wrong-password"] = (copy.deepcopy(seed), {"passthrough_host_bmc_password": "bad-Secret-42"})
+    out["initramfs-fails"] = (copy.deepcopy(seed), {})
+    # The boot loader does not boot what was generated (another entry chosen): the reboot changes nothing.
+    out["reboot-no-effect"] = (copy.deepcopy(seed), {"passthrough_host_reboot_command": "NO-EFFECT"})
+    stale = copy.deepcopy(seed)
+    stale["files"]["boot/grub/custom.cfg"] = ("menuentry 'Ubuntu' {\n\tlinux /boot/vmlinuz-5.15.0-86-generic "
+                                              "root=UUID=4b1c9a4e ro quiet splash\n}\n")
+    out["stale-output"] = (stale, {"passthrough_host_boot_config_output": "/boot/grub/custom.cfg"})
+    out["relative-path"] = (copy.deepcopy(seed), {"passthrough_host_modprobe_file": "etc/modprobe.d/vfio.conf"})
+    quotes = copy.deepcopy(seed)
+    quotes["files"]["etc/default/grub"] = quotes["files"]["etc/default/grub"].replace(
+        'GRUB_CMDLINE_LINUX_DEFAULT="quiet splash"', 'GRUB_CMDLINE_LINUX_DEFAULT="quiet "\'splash\'')
+    out["adjacent-quotes"] = (quotes, {})
     return out
 
 
@@ -108,11 +120,12 @@ def run(tmp_path_factory, bmc):
         fixture_path.write_text(yaml.safe_dump(fix))
         subprocess.run([PY, str(REPO / "scripts" / "mock_sysfs.py"), "build", str(fixture_path), str(root)], check=True)
         record = [PY, str(REPO / "scripts" / "record_command.py"), str(state / "calls.jsonl")]
+        boot_config = [PY, str(REPO / "scripts" / "simulate_boot_config.py"), str(state / "calls.jsonl"), str(root)]
         hostvars = {
             "passthrough_host_root": str(root),
             "passthrough_host_os_family": "Debian",
             "passthrough_host_allow_reboot": True,
-            "passthrough_host_boot_config_command": record + ["update-grub"],
+            "passthrough_host_boot_config_command": boot_config + ["update-grub"],
             "passthrough_host_initramfs_command": record + ["update-initramfs", "-u", "-k", "all"],
             "passthrough_host_reboot_command": [PY, str(REPO / "scripts" / "simulate_reboot.py"), str(fixture_path), str(root)],
         }
@@ -121,10 +134,16 @@ def run(tmp_path_factory, bmc):
                             passthrough_host_bmc_password="right-password", passthrough_host_bmc_validate_certs=False,
                             passthrough_host_bmc_timeout=5)
         hostvars.update(extra)
+        if hostvars["passthrough_host_reboot_command"] == "NO-EFFECT":
+            hostvars["passthrough_host_reboot_command"] = [
+                "sh", "-c", 'mkdir -p "$1/proc/sys/kernel/random" && '
+                            'cat /proc/sys/kernel/random/uuid > "$1/proc/sys/kernel/random/boot_id" && '
+                            'echo reboot >> "$1/.simulated-reboots"', "reboot", str(root)]
         hosts[name] = hostvars
         grub = root / "etc" / "default" / "grub"
         originals[name] = grub.read_text() if grub.exists() else None
     (base / "state" / "bootcfg-fails" / "fail-update-grub").write_text("/usr/sbin/grub-mkconfig: error: no such device: root.\n")
+    (base / "state" / "initramfs-fails" / "fail-update-initramfs").write_text("E: /usr/share/initramfs-tools/hooks/x failed\n")
     inventory = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": PY},
                          "children": {"gpu_hosts": {"hosts": hosts}}}}
     (base / "inventory.yml").write_text(yaml.safe_dump(inventory))
@@ -133,19 +152,34 @@ def run(tmp_path_factory, bmc):
                                          "roles": [{"role": "passthrough_host"}]}]))
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
                ANSIBLE_ROLES_PATH=str(REPO / "roles"), ANSIBLE_LIBRARY=str(REPO / "library"),
-               ANSIBLE_FILTER_PLUGINS=str(REPO / "filter_plugins"), ANSIBLE_PIPELINING="True", ANSIBLE_FORKS="12")
-    proc = subprocess.run([str(Path(PY).with_name("ansible-playbook")), "-i", str(base / "inventory.yml"), str(playbook)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
-    # The json callback's document; ansible.cfg's aggregate callbacks may print around it.
-    assert "{\n" in proc.stdout, "ansible-playbook printed no JSON (rc %d): %s" % (proc.returncode, proc.stderr[-3000:])
-    report, _ = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{\n"):])
-    failures = {}
-    for play in report["plays"]:
-        for task in play["tasks"]:
-            for host, result in task["hosts"].items():
-                if result.get("failed"):
-                    failures[host] = (task["task"]["name"], result.get("msg", ""))  # the last one stopped the host
-    yield {"base": base, "failures": failures, "stats": report["stats"], "originals": originals, "proc": proc}
+               ANSIBLE_MODULE_UTILS=str(REPO / "module_utils"), ANSIBLE_FILTER_PLUGINS=str(REPO / "filter_plugins"), ANSIBLE_PIPELINING="True", ANSIBLE_FORKS="12")
+
+    def play(*extra):
+        proc = subprocess.run([str(Path(PY).with_name("ansible-playbook")), "-i", str(base / "inventory.yml"),
+                               str(playbook)] + list(extra), cwd=base, env=env, capture_output=True, text=True,
+                              timeout=900)
+        # The json callback's document; ansible.cfg's aggregate callbacks may print around it.
+        assert "{\n" in proc.stdout, "ansible-playbook printed no JSON (rc %d): %s" % (proc.returncode, proc.stderr[-3000:])
+        report, _ = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{\n"):])
+        failures = {}
+        for play_report in report["plays"]:
+            for task in play_report["tasks"]:
+                for host, result in task["hosts"].items():
+                    if result.get("failed"):
+                        failures[host] = (task["task"]["name"], result.get("msg", ""))  # the last one stopped the host
+        return proc, report, failures
+
+    proc, report, failures = play()
+    after_first = {name: {"rebooted": (base / "roots" / name / ".simulated-reboots").exists(),
+                          "state": json.loads(state.read_text()) if state.exists() else None}
+                   for name in ("initramfs-fails", "reboot-no-effect")
+                   for state in [base / "roots" / name / "var/lib/open-gpu-cloud/passthrough_host.json"]}
+    # The next run: the failed initramfs tool works again; the host whose reboot had no effect is run again.
+    (base / "state" / "initramfs-fails" / "fail-update-initramfs").unlink()
+    second = {}
+    _, second["report"], second["failures"] = play("--limit", "initramfs-fails,reboot-no-effect")
+    yield {"base": base, "failures": failures, "stats": report["stats"], "originals": originals, "proc": proc,
+           "second": second, "after_first": after_first}
     shutil.rmtree(base, ignore_errors=True)
 
 
@@ -203,15 +237,18 @@ def test_missing_grub_file(run):
 
 def test_missing_cmdline_variable(run):
     msg = failure(run, "no-variable")
-    assert "has no line assigning GRUB_CMDLINE_LINUX_DEFAULT" in msg and "passthrough_host_grub_variable" in msg
+    assert "no line assigns GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub" in msg
+    assert "passthrough_host_grub_variable" in msg
     nothing_written(run, "no-variable")
 
 
 def test_failing_boot_config_restores_the_backup(run):
     msg = failure(run, "bootcfg-fails")
     assert msg.startswith("bootcfg-fails: ") and "update-grub failed (rc 1: /usr/sbin/grub-mkconfig: error: no such device" in msg
-    assert "was restored from" in msg and "still boots with its previous kernel command line" in msg
+    assert "restored from the backups" in msg and "still boots with its previous kernel command line" in msg
+    assert "stays pending" in msg
     root = root_of(run, "bootcfg-fails")
+    assert json.loads((root / "var/lib/open-gpu-cloud/passthrough_host.json").read_text())["pending"] == ["boot_config"]
     assert (root / "etc/default/grub").read_text() == run["originals"]["bootcfg-fails"]
     assert not (root / "etc/modprobe.d/vfio.conf").exists()       # stopped before the vfio phase
     assert not (root / ".simulated-reboots").exists()
@@ -254,3 +291,62 @@ def test_bmc_wrong_password(run):
     assert "refused the user ogc-admin (HTTP 401): wrong user or password" in msg
     assert "bad-Secret-42" not in json.dumps(run["failures"]) and "bad-Secret-42" not in run["proc"].stdout
     nothing_written(run, "bmc-wrong-password")
+
+
+def state_of(run, name):
+    return json.loads((root_of(run, name) / "var/lib/open-gpu-cloud/passthrough_host.json").read_text())
+
+
+def calls(run, name):
+    log = run["base"] / "state" / name / "calls.jsonl"
+    return [json.loads(line)["name"] for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def test_failed_initramfs_is_remembered_and_retried(run):
+    msg = failure(run, "initramfs-fails")
+    assert msg.startswith("initramfs-fails: update-initramfs -u -k all failed") or "update-initramfs" in msg
+    assert "stays pending" in msg and "/var/lib/open-gpu-cloud/passthrough_host.json" in msg
+    first = run["after_first"]["initramfs-fails"]
+    assert first["rebooted"] is False and first["state"]["pending"] == ["initramfs"]
+    # The second run changes no input file, yet repeats the rebuild, then reboots and verifies.
+    assert "initramfs-fails" not in run["second"]["failures"], run["second"]["failures"].get("initramfs-fails")
+    assert calls(run, "initramfs-fails").count("update-initramfs") == 1      # the successful run
+    assert len((root_of(run, "initramfs-fails") / ".simulated-reboots").read_text().splitlines()) == 1
+    assert state_of(run, "initramfs-fails") == {"pending": [], "reboot": None, "version": 1}
+
+
+def test_reboot_without_effect_is_not_repeated(run):
+    root = root_of(run, "reboot-no-effect")
+    assert "reboot-no-effect" in run["failures"]                              # verification after the first reboot
+    first = run["after_first"]["reboot-no-effect"]
+    assert first["rebooted"] is True and first["state"]["reboot"]["fingerprint"]
+    msg = run["second"]["failures"]["reboot-no-effect"][1]
+    assert msg.startswith("reboot-no-effect: the host was already rebooted (from boot ")
+    assert "still lacks it" in msg and "kernel command line lacks iommu=pt" in msg
+    assert "/boot/grub/grub.cfg default entry" in msg and "it reboots again only when the configuration changes" in msg
+    assert len((root / ".simulated-reboots").read_text().splitlines()) == 1
+
+
+def test_generated_configuration_without_the_plan_is_not_rebooted(run):
+    msg = failure(run, "stale-output")
+    assert msg.startswith("stale-output: the boot configuration the tool generated does not carry the planned "
+                          "arguments: /boot/grub/custom.cfg default entry lacks iommu=pt")
+    assert "The GRUB files do give them (GRUB_CMDLINE_LINUX from /etc/default/grub line" in msg
+    assert "GRUB_CMDLINE_LINUX_DEFAULT from /etc/default/grub line" in msg and "something overrides the files" in msg
+    assert not (root_of(run, "stale-output") / ".simulated-reboots").exists()
+
+
+def test_relative_path_variable_is_refused(run):
+    msg = failure(run, "relative-path")
+    assert msg == ("relative-path: passthrough_host_modprobe_file (etc/modprobe.d/vfio.conf) is not an absolute path. "
+                   "Give every passthrough_host_* path as it is on the host, starting with / (e.g. /etc/default/grub); "
+                   "the role puts passthrough_host_root in front of it.")
+    nothing_written(run, "relative-path")
+    assert not (run["base"] / "etc").exists()
+
+
+def test_adjacent_quoting_is_refused_with_the_line(run):
+    msg = failure(run, "adjacent-quotes")
+    assert msg.startswith("adjacent-quotes: /etc/default/grub line ")
+    assert "adjacent quoting or text after the closing quote" in msg
+    nothing_written(run, "adjacent-quotes")

@@ -11,8 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import re
-import shlex
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -28,17 +27,25 @@ REPO = Path(__file__).resolve().parents[2]
 # the GPUs; the cirrus console (1013) does not.
 POLICY = {"vendors": ["1234", "1af4"]}
 
-# A host whose IOMMU is switched off on the command line: the first boot of each scenario.
+# A host whose IOMMU is switched off on the command line: the first boot of each scenario. The sandbox
+# is an Ubuntu 24.04 cloud image's boot layout (fixtures/distros/ubuntu2404-cloud), whose drop-in
+# /etc/default/grub.d/50-cloudimg-settings.cfg sets GRUB_CMDLINE_LINUX_DEFAULT after /etc/default/grub:
+# the "off" is put there, and the role must edit there for the next boot to change.
 # (Debian's 6.1 kernel turns the Intel IOMMU on by default, CONFIG_INTEL_IOMMU_DEFAULT_ON_INTGPU_OFF,
 # and the AMD one whenever the firmware has it: only an explicit "off" gives an IOMMU-less boot.)
-INITIAL_GRUB = {
-    "intel": 'GRUB_DEFAULT=0\nGRUB_TIMEOUT=5\nGRUB_CMDLINE_LINUX_DEFAULT="quiet intel_iommu=off"\nGRUB_CMDLINE_LINUX=""\n',
-    "amd": 'GRUB_DEFAULT=0\nGRUB_TIMEOUT=5\nGRUB_CMDLINE_LINUX_DEFAULT="quiet amd_iommu=off"\nGRUB_CMDLINE_LINUX=""\n',
-}
+DISTRO = REPO / "fixtures" / "distros" / "ubuntu2404-cloud"
+DROP_IN = "etc/default/grub.d/50-cloudimg-settings.cfg"
+INITIAL_OFF = {"intel": "intel_iommu=off", "amd": "amd_iommu=off"}
 GUEST_CONFIG_PATHS = ["etc/modprobe.d", "etc/modules-load.d", "etc/initramfs-tools/modules", "etc/modules"]
 
 
 def _load(name: str, path: Path):
+    # The library imports ansible.module_utils.<name> from the repository's module_utils (as ansible.cfg's
+    # module_utils = module_utils does for ansible-playbook).
+    import ansible.module_utils  # pylint: disable=import-outside-toplevel
+
+    if str(REPO / "module_utils") not in ansible.module_utils.__path__:
+        ansible.module_utils.__path__.append(str(REPO / "module_utils"))
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -62,20 +69,28 @@ def plan(facts: dict, host: str) -> dict:
 
 
 def seed_sandbox(sandbox: Path, vendor: str) -> None:
-    (sandbox / "etc" / "default").mkdir(parents=True, exist_ok=True)
-    (sandbox / "etc" / "default" / "grub").write_text(INITIAL_GRUB[vendor])
+    """The cloud image's boot files, the IOMMU switched off in its drop-in, and the grub.cfg the image's
+    build generated from them (scripts/simulate_boot_config.py, as update-grub)."""
+    shutil.copytree(DISTRO, sandbox, dirs_exist_ok=True)
+    drop_in = sandbox / DROP_IN
+    drop_in.write_text(drop_in.read_text().replace('console=ttyS0"', 'console=ttyS0 %s"' % INITIAL_OFF[vendor]))
+    subprocess.run(boot_config_command(sandbox), check=True)
+
+
+def boot_config_command(sandbox: Path) -> list[str]:
+    """The stand-in for update-grub: generates sandbox/boot/grub/grub.cfg from the sandbox's GRUB files."""
+    return [sys.executable, str(REPO / "scripts" / "simulate_boot_config.py"), str(sandbox.parent / "boot-config.jsonl"),
+            str(sandbox), "update-grub"]
 
 
 def grub_kernel_args(sandbox: Path) -> list[str]:
-    """The Linux command line update-grub would build from the sandbox's /etc/default/grub.
-
-    (GRUB_CMDLINE_LINUX, then GRUB_CMDLINE_LINUX_DEFAULT, as on the normal boot entry.)
-    """
-    text = (sandbox / "etc" / "default" / "grub").read_text()
-    values = {}
-    for key, value in re.findall(r"^(GRUB_CMDLINE_LINUX(?:_DEFAULT)?)=(.*)$", text, re.M):
-        values[key] = " ".join(shlex.split(value))
-    return f"{values.get('GRUB_CMDLINE_LINUX', '')} {values.get('GRUB_CMDLINE_LINUX_DEFAULT', '')}".split()
+    """The Linux command line of the default entry of the generated grub.cfg (what GRUB boots), without
+    the image, root= and ro that the VM supplies itself."""
+    for line in (sandbox / "boot" / "grub" / "grub.cfg").read_text().splitlines():
+        words = line.split()
+        if words[:1] == ["linux"]:
+            return [w for w in words[2:] if not w.startswith("root=") and w != "ro"]
+    raise AssertionError(f"{sandbox}/boot/grub/grub.cfg has no linux line")
 
 
 ROLE = REPO / "roles" / "passthrough_host"
@@ -84,9 +99,9 @@ ROLE = REPO / "roles" / "passthrough_host"
 def configure_host_with_role(sandbox: Path, host: str, workdir: Path, verify: bool = False) -> str:
     """Run roles/passthrough_host on the sandbox root (which holds the last boot's sys/ and proc/).
 
-    Its boot-config, initramfs and reboot commands are ``true``: the test reads the line from the
-    GRUB defaults file, ships the modprobe configuration with the next boot, and that boot is the
-    reboot. Its own verification is off: the real kernel and the re-plan verify.
+    Its boot-config command generates grub.cfg from the sandbox's GRUB files (drop-ins included), and
+    the next boot uses that grub.cfg's default entry; its initramfs and reboot commands are ``true``:
+    the test ships the modprobe configuration with the next boot, and that boot is the reboot. Its own verification is off: the real kernel and the re-plan verify.
     """
     inventory = {"all": {"children": {"gpu_hosts": {"hosts": {host: {
         "ansible_connection": "local",
@@ -94,7 +109,7 @@ def configure_host_with_role(sandbox: Path, host: str, workdir: Path, verify: bo
         "passthrough_host_root": str(sandbox),
         "passthrough_host_os_family": "Debian",
         "passthrough_host_policy": POLICY,
-        "passthrough_host_boot_config_command": ["true"],
+        "passthrough_host_boot_config_command": boot_config_command(sandbox),
         "passthrough_host_initramfs_command": ["true"],
         "passthrough_host_allow_reboot": True,
         "passthrough_host_reboot_command": ["true"],

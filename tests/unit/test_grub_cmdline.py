@@ -1,10 +1,14 @@
-"""Unit tests for library/grub_cmdline.py: the pure editing functions and the module run end to end."""
+"""Unit tests for library/grub_cmdline.py, run end to end on copies of the distributions' own boot files
+(fixtures/distros): the edit lands where grub-mkconfig takes it, forbidden arguments leave every file,
+what cannot be modelled is refused with the file and line, check mode writes nothing."""
 
 import importlib.util
 import io
 import json
 import os
+import shutil
 import stat
+import subprocess
 from contextlib import redirect_stdout
 from pathlib import Path
 
@@ -13,241 +17,15 @@ import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.common.text.converters import to_bytes
 
-LIBRARY = Path(__file__).resolve().parents[2] / "library" / "grub_cmdline.py"
-_spec = importlib.util.spec_from_file_location("grub_cmdline", LIBRARY)
+REPO = Path(__file__).resolve().parents[2]
+DISTROS = REPO / "fixtures" / "distros"
+_spec = importlib.util.spec_from_file_location("grub_cmdline", REPO / "library" / "grub_cmdline.py")
 gc = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gc)
 
-VAR = "GRUB_CMDLINE_LINUX_DEFAULT"
-MERGE = ["modprobe.blacklist", "rd.driver.pre"]
-PLAN_ARGS = ["amd_iommu=on", "iommu=pt", "vfio-pci.ids=10de:1db4", "modprobe.blacklist=nouveau,nvidiafb"]
+PLAN = ["iommu=pt", "vfio-pci.ids=10de:1db4", "rd.driver.pre=vfio-pci", "modprobe.blacklist=nouveau,nvidiafb"]
+ABSENT = ["iommu=off", "amd_iommu=off"]
 
-
-def edit(text, present=(), absent=(), merge=MERGE, variable=VAR):
-    return gc.edit_text(text, variable, list(present), list(absent), list(merge))
-
-
-def line_of(text, variable=VAR):
-    return [line for line in text.splitlines() if line.startswith(variable + "=")][-1]
-
-
-# --- quoting variants -------------------------------------------------------------------------
-
-def test_double_quotes_kept_and_args_appended():
-    out = edit('GRUB_CMDLINE_LINUX_DEFAULT="quiet splash"\n', PLAN_ARGS)
-    assert out["line_after"] == ('GRUB_CMDLINE_LINUX_DEFAULT="quiet splash amd_iommu=on iommu=pt '
-                                 'vfio-pci.ids=10de:1db4 modprobe.blacklist=nouveau,nvidiafb"')
-    assert out["text"] == out["line_after"] + "\n"
-
-
-def test_single_quotes_kept():
-    out = edit("GRUB_CMDLINE_LINUX_DEFAULT='quiet'\n", ["iommu=pt"])
-    assert out["line_after"] == "GRUB_CMDLINE_LINUX_DEFAULT='quiet iommu=pt'"
-
-
-def test_unquoted_single_word_gets_double_quotes_when_it_grows():
-    out = edit("GRUB_CMDLINE_LINUX_DEFAULT=quiet\n", ["iommu=pt"])
-    assert out["line_after"] == 'GRUB_CMDLINE_LINUX_DEFAULT="quiet iommu=pt"'
-
-
-def test_unquoted_single_word_stays_unquoted_when_it_stays_one_word():
-    out = edit("GRUB_CMDLINE_LINUX_DEFAULT=iommu=off\n", ["iommu=pt"], ["iommu=off"])
-    assert out["line_after"] == "GRUB_CMDLINE_LINUX_DEFAULT=iommu=pt"
-
-
-@pytest.mark.parametrize("value, expected", [
-    ('""', 'GRUB_CMDLINE_LINUX_DEFAULT="iommu=pt intel_iommu=on"'),
-    ("''", "GRUB_CMDLINE_LINUX_DEFAULT='iommu=pt intel_iommu=on'"),
-    ("", 'GRUB_CMDLINE_LINUX_DEFAULT="iommu=pt intel_iommu=on"'),
-])
-def test_empty_values(value, expected):
-    out = edit("GRUB_CMDLINE_LINUX_DEFAULT=%s\n" % value, ["iommu=pt", "intel_iommu=on"])
-    assert out["before"] == []
-    assert out["line_after"] == expected
-
-
-def test_trailing_comment_leading_space_and_export_kept():
-    text = '  export GRUB_CMDLINE_LINUX_DEFAULT="quiet"   # set by ops, ticket 42\n'
-    out = edit(text, ["iommu=pt"])
-    assert out["line_after"] == '  export GRUB_CMDLINE_LINUX_DEFAULT="quiet iommu=pt"   # set by ops, ticket 42'
-
-
-def test_escaped_kernel_quotes_and_shell_expansion_survive():
-    text = 'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT acpi_osi=\\"!Windows 2012\\" quiet"\n'
-    out = edit(text, ["iommu=pt"])
-    # before/after are what the kernel gets (its quotes unescaped); the file keeps the shell escapes.
-    assert out["before"] == ["$GRUB_CMDLINE_LINUX_DEFAULT", 'acpi_osi="!Windows 2012"', "quiet"]
-    assert out["line_after"] == (
-        'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT acpi_osi=\\"!Windows 2012\\" quiet iommu=pt"')
-
-
-# --- the rest of the file ----------------------------------------------------------------------
-
-GRUB_FILE = """# If you change this file, run 'update-grub' afterwards to update
-# /boot/grub/grub.cfg.
-GRUB_DEFAULT=0
-GRUB_TIMEOUT=5
-GRUB_DISTRIBUTOR=`lsb_release -i -s 2> /dev/null || echo Debian`
-#GRUB_CMDLINE_LINUX_DEFAULT="nomodeset"
-GRUB_CMDLINE_LINUX_DEFAULT="quiet splash"
-GRUB_CMDLINE_LINUX="console=ttyS0,115200n8 console=tty0"
-
-# Uncomment to disable graphical terminal
-#GRUB_TERMINAL=console
-"""
-
-
-def test_every_other_line_is_kept_byte_for_byte():
-    out = edit(GRUB_FILE, PLAN_ARGS)
-    before_lines = GRUB_FILE.splitlines()
-    after_lines = out["text"].splitlines()
-    assert len(before_lines) == len(after_lines)
-    changed = [i for i, (a, b) in enumerate(zip(before_lines, after_lines)) if a != b]
-    assert changed == [6]
-    assert after_lines[5] == '#GRUB_CMDLINE_LINUX_DEFAULT="nomodeset"'
-
-
-def test_other_variable_can_be_edited():
-    out = edit(GRUB_FILE, ["intel_iommu=on"], variable="GRUB_CMDLINE_LINUX")
-    assert out["line_after"] == 'GRUB_CMDLINE_LINUX="console=ttyS0,115200n8 console=tty0 intel_iommu=on"'
-    assert line_of(out["text"]) == 'GRUB_CMDLINE_LINUX_DEFAULT="quiet splash"'
-
-
-def test_only_commented_assignment_is_an_error():
-    with pytest.raises(gc.GrubCmdlineError, match="no line assigns"):
-        edit('#GRUB_CMDLINE_LINUX_DEFAULT="quiet"\nGRUB_TIMEOUT=5\n', ["iommu=pt"])
-
-
-def test_similar_variable_name_is_not_matched():
-    with pytest.raises(gc.GrubCmdlineError, match="no line assigns GRUB_CMDLINE_LINUX_DEFAULT"):
-        edit('GRUB_CMDLINE_LINUX="quiet"\nGRUB_CMDLINE_LINUX_DEFAULT_X="a"\n', ["iommu=pt"])
-
-
-def test_last_of_several_assignments_is_edited_with_a_warning():
-    text = 'GRUB_CMDLINE_LINUX_DEFAULT="quiet"\nGRUB_TIMEOUT=5\nGRUB_CMDLINE_LINUX_DEFAULT="splash"\n'
-    out = edit(text, ["iommu=pt"])
-    assert out["text"] == 'GRUB_CMDLINE_LINUX_DEFAULT="quiet"\nGRUB_TIMEOUT=5\nGRUB_CMDLINE_LINUX_DEFAULT="splash iommu=pt"\n'
-    assert out["warnings"] and "lines (1, 3)" in out["warnings"][0]
-
-
-def test_missing_final_newline_is_not_added():
-    out = edit('GRUB_CMDLINE_LINUX_DEFAULT="quiet"', ["iommu=pt"])
-    assert out["text"] == 'GRUB_CMDLINE_LINUX_DEFAULT="quiet iommu=pt"'
-
-
-def test_unclosed_quote_is_reported_with_the_line():
-    with pytest.raises(gc.GrubCmdlineError, match=r'line 1 .*never closed'):
-        edit('GRUB_CMDLINE_LINUX_DEFAULT="quiet\n', ["iommu=pt"])
-
-
-# --- replacing, merging, never duplicating ------------------------------------------------------
-
-def test_stale_values_of_the_same_key_are_replaced_in_place():
-    text = 'GRUB_CMDLINE_LINUX_DEFAULT="quiet intel_iommu=off vfio-pci.ids=10de:1b80,10de:10f0 splash"\n'
-    out = edit(text, ["intel_iommu=on", "vfio-pci.ids=10de:1db4"], ["intel_iommu=off"])
-    assert out["after"] == ["quiet", "intel_iommu=on", "vfio-pci.ids=10de:1db4", "splash"]
-
-
-def test_dash_and_underscore_spellings_are_one_key():
-    text = 'GRUB_CMDLINE_LINUX_DEFAULT="vfio_pci.ids=10de:1b80 quiet vfio-pci.ids=10de:10f0"\n'
-    out = edit(text, ["vfio-pci.ids=10de:1db4"])
-    assert out["after"] == ["vfio_pci.ids=10de:1db4", "quiet"]
-
-
-def test_duplicates_of_a_managed_key_collapse_into_one():
-    text = 'GRUB_CMDLINE_LINUX_DEFAULT="iommu=pt quiet iommu=pt iommu=off"\n'
-    out = edit(text, ["iommu=pt"], ["iommu=off"])
-    assert out["after"] == ["iommu=pt", "quiet"]
-
-
-def test_list_values_are_merged_not_replaced():
-    text = 'GRUB_CMDLINE_LINUX_DEFAULT="modprobe.blacklist=radeon,nouveau quiet"\n'
-    out = edit(text, ["modprobe.blacklist=nouveau,nvidiafb"])
-    assert out["after"] == ["modprobe.blacklist=radeon,nouveau,nvidiafb", "quiet"]
-
-
-def test_repeated_list_keys_merge_into_the_first():
-    text = 'GRUB_CMDLINE_LINUX_DEFAULT="modprobe.blacklist=radeon quiet modprobe.blacklist=amdgpu,radeon"\n'
-    out = edit(text, ["modprobe.blacklist=nouveau"])
-    assert out["after"] == ["modprobe.blacklist=radeon,amdgpu,nouveau", "quiet"]
-
-
-def test_present_list_items_given_twice_are_merged():
-    out = edit('GRUB_CMDLINE_LINUX_DEFAULT=""\n', ["rd.driver.pre=vfio-pci", "rd.driver.pre=vfio_iommu_type1,vfio-pci"])
-    assert out["after"] == ["rd.driver.pre=vfio-pci,vfio_iommu_type1"]
-
-
-def test_flag_added_once_and_kept():
-    out = edit('GRUB_CMDLINE_LINUX_DEFAULT="quiet"\n', ["quiet", "nomodeset"])
-    assert out["after"] == ["quiet", "nomodeset"]
-
-
-def test_unmanaged_operator_args_are_kept_even_when_repeated():
-    text = 'GRUB_CMDLINE_LINUX_DEFAULT="console=tty0 console=ttyS0 quiet quiet"\n'
-    out = edit(text, ["iommu=pt"])
-    assert out["after"] == ["console=tty0", "console=ttyS0", "quiet", "quiet", "iommu=pt"]
-
-
-@pytest.mark.parametrize("start", [
-    'GRUB_CMDLINE_LINUX_DEFAULT="quiet splash vfio-pci.ids=10de:1b80 intel_iommu=off"\n',
-    "GRUB_CMDLINE_LINUX_DEFAULT=''\n",
-    "GRUB_CMDLINE_LINUX_DEFAULT=quiet\n",
-    'GRUB_CMDLINE_LINUX_DEFAULT="modprobe.blacklist=radeon iommu=pt iommu=pt"\n',
-])
-def test_repeated_runs_change_nothing_after_the_first(start):
-    present = PLAN_ARGS + ["rd.driver.pre=vfio-pci"]
-    absent = ["amd_iommu=off", "iommu=off", "intel_iommu=off"]
-    first = edit(start, present, absent)
-    second = edit(first["text"], present, absent)
-    third = edit(second["text"], present, absent)
-    assert second["text"] == first["text"] == third["text"]
-    assert second["after"] == second["before"]
-    for arg in present:
-        key = arg.split("=")[0]
-        assert sum(1 for a in first["after"] if a.split("=")[0].replace("_", "-") == key.replace("_", "-")) == 1
-
-
-# --- absent -------------------------------------------------------------------------------------
-
-def test_absent_key_value_removes_only_that_value():
-    text = 'GRUB_CMDLINE_LINUX_DEFAULT="iommu=off quiet amd_iommu=off"\n'
-    out = edit(text, [], ["iommu=off", "amd_iommu=on"])
-    assert out["after"] == ["quiet", "amd_iommu=off"]
-
-
-def test_absent_bare_key_removes_any_value_and_the_flag():
-    text = 'GRUB_CMDLINE_LINUX_DEFAULT="nomodeset quiet pci=noaer nomodeset=1"\n'
-    out = edit(text, [], ["nomodeset", "pci"])
-    assert out["after"] == ["quiet"]
-
-
-def test_absent_list_item_leaves_the_other_items():
-    text = 'GRUB_CMDLINE_LINUX_DEFAULT="modprobe.blacklist=nouveau,radeon rd.driver.pre=nvidia"\n'
-    out = edit(text, [], ["modprobe.blacklist=nouveau", "rd.driver.pre=nvidia"])
-    assert out["after"] == ["modprobe.blacklist=radeon"]
-
-
-@pytest.mark.parametrize("present, absent", [
-    (["iommu=pt"], ["iommu"]),
-    (["iommu=pt"], ["iommu=pt"]),
-    (["modprobe.blacklist=nouveau"], ["modprobe.blacklist=nouveau"]),
-    (["quiet"], ["quiet"]),
-])
-def test_present_and_absent_conflict_is_an_error(present, absent):
-    with pytest.raises(gc.GrubCmdlineError, match="both present and absent"):
-        edit('GRUB_CMDLINE_LINUX_DEFAULT=""\n', present, absent)
-
-
-@pytest.mark.parametrize("present, message", [
-    (["vfio-pci.ids=10de:1db4", "vfio_pci.ids=10de:1b80"], "both 'vfio-pci.ids=10de:1db4' and 'vfio_pci.ids=10de:1b80'"),
-    (["intel_iommu=on", "intel_iommu=off"], "both intel_iommu=on and intel_iommu=off"),
-])
-def test_two_values_for_one_key_is_an_error(present, message):
-    with pytest.raises(gc.GrubCmdlineError, match=message):
-        edit('GRUB_CMDLINE_LINUX_DEFAULT=""\n', present)
-
-
-# --- the module run end to end ------------------------------------------------------------------
 
 def run_module(args, check_mode=False, diff=False):
     args = dict(args)
@@ -266,127 +44,242 @@ def run_module(args, check_mode=False, diff=False):
 
 @pytest.fixture(autouse=True)
 def not_the_controller(monkeypatch):
-    """A module runs in its own process, never as the controller. Other test files import controller
-    code (plugins), which flips this process-wide flag and would send module warnings to the
-    controller's display instead of the module's result."""
+    """A module runs in its own process, never as the controller (see the other module tests)."""
     from ansible.module_utils import _internal
 
     monkeypatch.setattr(_internal, "is_controller", False)
 
 
-@pytest.fixture
-def root(tmp_path):
-    (tmp_path / "etc" / "default").mkdir(parents=True)
-    grub = tmp_path / "etc" / "default" / "grub"
-    grub.write_text(GRUB_FILE.replace('"quiet splash"', '"quiet splash vfio-pci.ids=10de:1b80 intel_iommu=off"'))
+def layout(tmp_path, name):
+    root = tmp_path / name
+    shutil.copytree(DISTROS / name, root, symlinks=True)
+    return root
+
+
+def tree(root):
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def bash_line(root, family):
+    """The default entry's arguments as grub-mkconfig's shell sees them (independent of the model)."""
+    script = ('lsb_release() { echo Debian; }; . "$1/etc/default/grub"; if [ "$2" = Debian ]; then '
+              'for x in "$1"/etc/default/grub.d/*.cfg; do [ -e "$x" ] && . "$x"; done; fi; '
+              'printf "%s %s" "$GRUB_CMDLINE_LINUX" "$GRUB_CMDLINE_LINUX_DEFAULT"')
+    out = subprocess.run(["bash", "-c", script, "x", str(root), family], capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"}, check=True).stdout
+    return out.split()
+
+
+def var_line(path, variable):
+    return [line for line in path.read_text().splitlines() if line.startswith(variable + "=")][-1]
+
+
+# --- every distribution layout, default variables ---------------------------------------------
+
+@pytest.mark.parametrize("name, family, target", [
+    ("debian12", "Debian", "etc/default/grub"),
+    ("ubuntu2204-server", "Debian", "etc/default/grub"),
+    ("ubuntu2404-server", "Debian", "etc/default/grub"),
+    ("ubuntu2204-cloud", "Debian", "etc/default/grub.d/50-cloudimg-settings.cfg"),
+    ("ubuntu2404-cloud", "Debian", "etc/default/grub.d/50-cloudimg-settings.cfg"),
+    ("rocky9", "RedHat", "etc/default/grub"),
+])
+def test_default_variables_edit_where_it_takes_effect(tmp_path, name, family, target):
+    root = layout(tmp_path, name)
+    before = tree(root)
+    first = run_module(dict(root=str(root), family=family, present=PLAN, absent=ABSENT, backup=False))
+    assert first["rc"] == 0 and first["changed"] is True, first
+    assert first["files"] == ["/" + target] and first["target"].startswith("/" + target + " line ")
+    assert first["variable"] == ("GRUB_CMDLINE_LINUX" if family == "RedHat" else "GRUB_CMDLINE_LINUX_DEFAULT")
+    after = tree(root)
+    assert [k for k in after if after[k] != before.get(k)] == [target]
+    # What grub-mkconfig's shell builds from the files now carries the plan, after the installed arguments.
+    line = bash_line(root, family)
+    assert line == first["after"] and line[-len(PLAN):] == PLAN
+    assert line[:len(first["before"])] == first["before"]
+    second = run_module(dict(root=str(root), family=family, present=PLAN, absent=ABSENT, backup=False))
+    assert second["changed"] is False and tree(root) == after
+
+
+def test_cloud_image_drop_in_gets_the_arguments_not_etc_default_grub(tmp_path):
+    """Today's main edits /etc/default/grub, which the cloud image's drop-in overrides: no effect."""
+    root = layout(tmp_path, "ubuntu2404-cloud")
+    result = run_module(dict(root=str(root), present=["iommu=pt"], backup=False))
+    assert var_line(root / "etc/default/grub.d/50-cloudimg-settings.cfg", "GRUB_CMDLINE_LINUX_DEFAULT") == (
+        'GRUB_CMDLINE_LINUX_DEFAULT="console=tty1 console=ttyS0 iommu=pt"')
+    assert (root / "etc/default/grub").read_bytes() == (DISTROS / "ubuntu2404-cloud/etc/default/grub").read_bytes()
+    assert result["overridden"] == ["/etc/default/grub line 10"]
+    assert "overrides it; the arguments went to the latter" in json.dumps(result["warnings"])
+    assert "50-cloudimg-settings.cfg line 11" in json.dumps(result["warnings"])
+
+
+def test_rocky_default_variable_needs_no_setting(tmp_path):
+    """Rocky 9 has no GRUB_CMDLINE_LINUX_DEFAULT: the family's own variable is used."""
+    root = layout(tmp_path, "rocky9")
+    result = run_module(dict(root=str(root), family="RedHat", present=["intel_iommu=on"], backup=False))
+    assert result["changed"] is True and result["variable"] == "GRUB_CMDLINE_LINUX"
+    assert var_line(root / "etc/default/grub", "GRUB_CMDLINE_LINUX").endswith('rd.lvm.lv=rl/swap intel_iommu=on"')
+    assert "GRUB_CMDLINE_LINUX_DEFAULT" not in (root / "etc/default/grub").read_text()
+
+
+def test_rocky_ignores_debian_drop_ins(tmp_path):
+    root = layout(tmp_path, "rocky9")
+    (root / "etc/default/grub.d").mkdir()
+    (root / "etc/default/grub.d/50-x.cfg").write_text('GRUB_CMDLINE_LINUX="iommu=off"\n')
+    result = run_module(dict(root=str(root), family="RedHat", present=["iommu=pt"], absent=ABSENT, backup=False))
+    assert result["sourced"] == ["/etc/default/grub"]
+    assert (root / "etc/default/grub.d/50-x.cfg").read_text() == 'GRUB_CMDLINE_LINUX="iommu=off"\n'
+
+
+def test_operator_arguments_in_the_other_variable_and_a_drop_in(tmp_path):
+    """iommu=off in GRUB_CMDLINE_LINUX survived on main (only the other variable was edited)."""
+    root = layout(tmp_path, "ubuntu2404-cloud-operator")
+    result = run_module(dict(root=str(root), present=PLAN, absent=ABSENT, backup=False))
+    assert result["changed"] is True
+    assert var_line(root / "etc/default/grub", "GRUB_CMDLINE_LINUX") == 'GRUB_CMDLINE_LINUX="rd.driver.pre=nvme"'
+    assert var_line(root / "etc/default/grub.d/60-operator.cfg", "GRUB_CMDLINE_LINUX_DEFAULT") == (
+        'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT console=ttyS0,115200n8 vfio_pci.ids=10de:1db4 '
+        'iommu=pt rd.driver.pre=vfio-pci modprobe.blacklist=nouveau,nvidiafb"')
+    line = bash_line(root, "Debian")
+    assert "iommu=off" not in line and "rd.driver.pre=nvme" in line and "vfio_pci.ids=10de:1b80" not in line
+    assert line == result["after"]
+
+
+def test_planned_key_overridden_later_in_the_line_is_removed_there(tmp_path):
+    root = layout(tmp_path, "rocky9")
+    grub = root / "etc/default/grub"
+    grub.write_text(grub.read_text() + 'GRUB_CMDLINE_LINUX_DEFAULT="vfio-pci.ids=10de:1b80 quiet"\n')
+    result = run_module(dict(root=str(root), family="RedHat", present=["vfio-pci.ids=10de:1db4"], backup=False))
+    assert var_line(grub, "GRUB_CMDLINE_LINUX_DEFAULT") == 'GRUB_CMDLINE_LINUX_DEFAULT="quiet"'
+    assert bash_line(root, "RedHat")[-2:] == ["vfio-pci.ids=10de:1db4", "quiet"] == result["after"][-2:]
+
+
+# --- symlinks and paths ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("absolute", [True, False])
+def test_symlinked_grub_file_is_edited_at_its_target(tmp_path, absolute):
+    root = layout(tmp_path, "debian12")
+    (root / "etc/grub-site").mkdir()
+    shutil.move(root / "etc/default/grub", root / "etc/grub-site/grub")
+    os.symlink("/etc/grub-site/grub" if absolute else "../grub-site/grub", root / "etc/default/grub")
+    result = run_module(dict(root=str(root), present=["iommu=pt"]))
+    assert result["changed"] is True and result["files"] == ["/etc/grub-site/grub"]
+    assert (root / "etc/default/grub").is_symlink()
+    assert var_line(root / "etc/grub-site/grub", "GRUB_CMDLINE_LINUX_DEFAULT") == 'GRUB_CMDLINE_LINUX_DEFAULT="quiet iommu=pt"'
+    assert Path(result["backups"][0]["path"]) == root / "etc/grub-site/grub"
+
+
+@pytest.mark.parametrize("option", ["path", "dropin_dir"])
+def test_relative_path_is_refused(tmp_path, option, monkeypatch):
+    root = layout(tmp_path, "debian12")
+    monkeypatch.chdir(tmp_path)
+    before = tree(tmp_path)
+    result = run_module({"root": str(root), option: "etc/default/grub", "present": ["iommu=pt"]})
+    assert result["failed"] is True and "is not an absolute path" in result["msg"]
+    assert "passthrough_host_grub_" in result["msg"]
+    assert tree(tmp_path) == before
+
+
+# --- what the editor cannot model is refused with the file and line -------------------------------
+
+@pytest.mark.parametrize("value, why", [
+    ('"quiet "\'splash\'', "adjacent quoting"),
+    ('"$(cat /etc/cmdline.d/x)"', "$(...) command substitution"),
+    ('"`cat /etc/x`"', "backquoted command"),
+    ('"quiet \\', "line continuation"),
+    ('"quiet', "not closed on this line"),
+    ('"quiet ${X:-a}"', "a $ is modelled only as a whole word"),
+    ('"a" ; GRUB_TIMEOUT=1', "more than one command"),
+])
+def test_unmodelled_values_are_refused_with_file_and_line(tmp_path, value, why):
+    root = layout(tmp_path, "ubuntu2404-cloud")
+    cfg = root / "etc/default/grub.d/50-cloudimg-settings.cfg"
+    text = cfg.read_text().replace('GRUB_CMDLINE_LINUX_DEFAULT="console=tty1 console=ttyS0"',
+                                   "GRUB_CMDLINE_LINUX_DEFAULT=" + value)
+    cfg.write_text(text)
+    before = tree(root)
+    result = run_module(dict(root=str(root), present=["iommu=pt"]), check_mode=False)
+    assert result["failed"] is True, result
+    assert result["msg"].startswith("/etc/default/grub.d/50-cloudimg-settings.cfg line 11 (")
+    assert why in result["msg"]
+    assert tree(root) == before
+
+
+def test_conditional_assignment_is_refused(tmp_path):
+    root = layout(tmp_path, "debian12")
+    grub = root / "etc/default/grub"
+    grub.write_text(grub.read_text() + 'if true; then GRUB_CMDLINE_LINUX="x"; fi\n')
+    lineno = len(grub.read_text().splitlines())
+    result = run_module(dict(root=str(root), present=["iommu=pt"]))
+    assert result["failed"] is True and "/etc/default/grub line %d (if true" % lineno in result["msg"]
+    assert "does not model" in result["msg"]
+
+
+def test_other_variables_with_commands_are_left_to_the_shell(tmp_path):
+    """GRUB_DISTRIBUTOR=`lsb_release ...` and "$(sed ...)" as shipped are not command-line variables."""
+    for name, family in (("debian12", "Debian"), ("rocky9", "RedHat")):
+        result = run_module(dict(root=str(layout(tmp_path, name)), family=family, present=["iommu=pt"]))
+        assert result["rc"] == 0, result
+
+
+# --- check mode, diff, backups, errors ----------------------------------------------------------
+
+def test_check_mode_writes_nothing_and_diff_shows_every_file(tmp_path):
+    root = layout(tmp_path, "ubuntu2404-cloud-operator")
+    before = tree(root)
+    mtimes = {p: p.stat().st_mtime_ns for p in root.rglob("*")}
+    result = run_module(dict(root=str(root), present=PLAN, absent=ABSENT), check_mode=True, diff=True)
+    assert result["changed"] is True
+    assert tree(root) == before and {p: p.stat().st_mtime_ns for p in root.rglob("*")} == mtimes
+    assert [d["before_header"] for d in result["diff"]] == ["/etc/default/grub", "/etc/default/grub.d/60-operator.cfg"]
+    real = run_module(dict(root=str(root), present=PLAN, absent=ABSENT, backup=False))
+    assert real["after"] == result["after"]
+    for d in result["diff"]:
+        assert (root / d["after_header"].lstrip("/")).read_text() == d["after"]
+
+
+def test_backup_and_mode_kept(tmp_path):
+    root = layout(tmp_path, "debian12")
+    grub = root / "etc/default/grub"
     grub.chmod(0o640)
-    return tmp_path
-
-
-def test_module_changes_then_is_idempotent_with_backup_and_mode_kept(root):
-    grub = root / "etc" / "default" / "grub"
     original = grub.read_text()
-    args = dict(root=str(root), present=["intel_iommu=on", "iommu=pt", "vfio-pci.ids=10de:1db4"], absent=["iommu=off"])
-    first = run_module(args)
-    assert first["rc"] == 0 and first["changed"] is True
-    assert first["line_after"] == 'GRUB_CMDLINE_LINUX_DEFAULT="quiet splash vfio-pci.ids=10de:1db4 intel_iommu=on iommu=pt"'
-    assert line_of(grub.read_text()) == first["line_after"]
-    assert first["added"] == ["vfio-pci.ids=10de:1db4", "intel_iommu=on", "iommu=pt"]
-    assert first["removed"] == ["vfio-pci.ids=10de:1b80", "intel_iommu=off"]
-    assert Path(first["backup_file"]).read_text() == original
+    result = run_module(dict(root=str(root), present=["iommu=pt"]))
+    assert Path(result["backups"][0]["backup"]).read_text() == original
     assert stat.S_IMODE(grub.stat().st_mode) == 0o640
     assert not [p for p in grub.parent.iterdir() if p.name.startswith(".grub_cmdline.")]
 
-    second = run_module(args)
-    assert second["changed"] is False and "backup_file" not in second
-    assert len(list(grub.parent.glob("grub.*~"))) == 1
 
-
-def test_module_check_mode_writes_nothing_and_diff_shows_the_line(root):
-    grub = root / "etc" / "default" / "grub"
-    original = grub.read_bytes()
-    mtime = grub.stat().st_mtime_ns
-    result = run_module(dict(root=str(root), present=["iommu=pt"]), check_mode=True, diff=True)
-    assert result["changed"] is True
-    assert grub.read_bytes() == original and grub.stat().st_mtime_ns == mtime
-    assert sorted(p.name for p in grub.parent.iterdir()) == ["grub"]
-    assert result["line_after"].endswith('intel_iommu=off iommu=pt"')
-    assert result["diff"]["before"] == original.decode()
-    assert line_of(result["diff"]["after"]) == result["line_after"]
-    # The same computation as a real run:
-    real = run_module(dict(root=str(root), present=["iommu=pt"]))
-    assert real["line_after"] == result["line_after"]
-
-
-def test_module_backup_false_makes_no_copy(root):
-    result = run_module(dict(root=str(root), present=["iommu=pt"], backup=False))
-    assert result["changed"] is True and "backup_file" not in result
-    assert sorted(p.name for p in (root / "etc" / "default").iterdir()) == ["grub"]
-
-
-def test_module_missing_file_names_path_variable_and_fix(tmp_path):
+def test_missing_file_names_path_variable_and_fix(tmp_path):
     result = run_module(dict(root=str(tmp_path), present=["iommu=pt"]))
     assert result["failed"] is True
     assert str(tmp_path / "etc/default/grub") + " does not exist" in result["msg"]
-    assert "GRUB_CMDLINE_LINUX_DEFAULT" in result["msg"] and "passthrough_host_grub_path" in result["msg"]
+    assert "passthrough_host_grub_path" in result["msg"]
 
 
-def test_module_missing_variable_names_it_and_writes_nothing(root):
-    grub = root / "etc" / "default" / "grub"
-    original = grub.read_bytes()
-    result = run_module(dict(root=str(root), present=["iommu=pt"], variable="GRUB_CMDLINE_XEN"))
+def test_missing_variable_names_it_and_writes_nothing(tmp_path):
+    root = layout(tmp_path, "rocky9")
+    before = tree(root)
+    result = run_module(dict(root=str(root), family="RedHat", variable="GRUB_CMDLINE_LINUX_DEFAULT",
+                             present=["iommu=pt"]))
     assert result["failed"] is True
-    assert "has no line assigning GRUB_CMDLINE_XEN" in result["msg"]
-    assert 'GRUB_CMDLINE_XEN=""' in result["msg"] and "passthrough_host_grub_variable" in result["msg"]
-    assert grub.read_bytes() == original
+    assert "no line assigns GRUB_CMDLINE_LINUX_DEFAULT" in result["msg"]
+    assert "passthrough_host_grub_variable" in result["msg"] and tree(root) == before
 
 
-@pytest.mark.parametrize("bad", ["iommu=pt quiet", "", "=on", 'a="b c"', "x=$HOME"])
-def test_module_rejects_arguments_that_are_not_one_plain_arg(root, bad):
-    result = run_module(dict(root=str(root), present=[bad]))
+@pytest.mark.parametrize("bad", ["iommu=pt quiet", "", "=on", "x=$HOME"])
+def test_rejects_arguments_that_are_not_one_plain_arg(tmp_path, bad):
+    result = run_module(dict(root=str(layout(tmp_path, "debian12")), present=[bad]))
     assert result["failed"] is True and "not one plain kernel argument" in result["msg"]
 
 
-def test_module_reports_conflicts_with_path_and_variable(root):
-    result = run_module(dict(root=str(root), present=["iommu=pt"], absent=["iommu"]))
-    assert result["failed"] is True
-    assert result["msg"].endswith("variable GRUB_CMDLINE_LINUX_DEFAULT: 'iommu' is both present and absent")
+def test_conflicting_plan_is_refused(tmp_path):
+    result = run_module(dict(root=str(layout(tmp_path, "debian12")), present=["iommu=pt"], absent=["iommu"]))
+    assert result["failed"] is True and "both present and absent" in result["msg"]
 
 
-def test_module_warns_on_repeated_assignment(root):
-    grub = root / "etc" / "default" / "grub"
-    grub.write_text(grub.read_text() + 'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT quiet"\n')
-    result = run_module(dict(root=str(root), present=["iommu=pt"]))
-    assert result["changed"] is True
-    assert "only the last one counts" in json.dumps(result["warnings"]), result["warnings"]
-    assert grub.read_text().splitlines()[-1] == 'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT quiet iommu=pt"'
-
-
-def test_module_plain_path_without_root(root):
-    path = str(root / "etc" / "default" / "grub")
-    result = run_module(dict(path=path, present=["iommu=pt"]))
-    assert result["changed"] is True and result["path"] == path
-
-
-def test_module_not_a_file(root):
-    os.remove(root / "etc" / "default" / "grub")
-    (root / "etc" / "default" / "grub").mkdir()
+def test_not_a_file(tmp_path):
+    root = layout(tmp_path, "debian12")
+    os.remove(root / "etc/default/grub")
+    (root / "etc/default/grub").mkdir()
     result = run_module(dict(root=str(root), present=["iommu=pt"]))
     assert result["failed"] is True and "is not a regular file" in result["msg"]
-
-
-# --- the editor and the planner read a line the same way (issue 12) --------------------------------
-
-@pytest.mark.parametrize("value, line_after", [
-    ("rd.driver.pre=nvme quiet", "rd.driver.pre=nvme,vfio-pci quiet iommu=pt vfio-pci.ids=10de:1db4"),
-    ("vfio_pci.ids= quiet", "vfio_pci.ids=10de:1db4 quiet iommu=pt rd.driver.pre=vfio-pci"),
-    ("intel_iommu=on,sm_on iommu=off", "intel_iommu=on,sm_on iommu=pt vfio-pci.ids=10de:1db4 rd.driver.pre=vfio-pci"),
-])
-def test_edited_line_is_what_the_planner_calls_done(value, line_after):
-    from ansible.module_utils import kernel_cmdline as kc
-
-    present = ["iommu=pt", "vfio-pci.ids=10de:1db4", "rd.driver.pre=vfio-pci"]
-    absent = ["iommu=off", "intel_iommu=off", "amd_iommu=off"]
-    out = edit(f'GRUB_CMDLINE_LINUX_DEFAULT="{value}"\n', present, absent)
-    assert out["line_after"] == f'GRUB_CMDLINE_LINUX_DEFAULT="{line_after}"'
-    assert kc.check(out["after"], present, absent) == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+import subprocess
 import sys
 import tarfile
 from pathlib import Path
@@ -57,16 +58,22 @@ def test_klog_assertion_quotes_the_kernel_and_the_line():
     assert "  AMD-Vi: Unknown option - 'on'" in message and "  vfio_pci: unknown parameter 'idz' ignored" in message
 
 
-def test_grub_kernel_args_joins_linux_and_default_like_update_grub(tmp_path):
-    (tmp_path / "etc" / "default").mkdir(parents=True)
-    (tmp_path / "etc" / "default" / "grub").write_text(
-        'GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT="quiet iommu=pt"\nGRUB_CMDLINE_LINUX="console=tty0 net.ifnames=0"\n')
-    assert scenario.grub_kernel_args(tmp_path) == ["console=tty0", "net.ifnames=0", "quiet", "iommu=pt"]
+def test_first_boot_line_comes_from_the_cloud_image_drop_in_through_grub_cfg(tmp_path):
+    sandbox = tmp_path / "sandbox"
+    scenario.seed_sandbox(sandbox, "intel")
+    assert scenario.grub_kernel_args(sandbox) == ["console=tty1", "console=ttyS0", "intel_iommu=off"]
+    # The drop-in overrides /etc/default/grub: its value is what the generated entry boots.
+    grub = sandbox / "etc" / "default" / "grub"
+    grub.write_text(grub.read_text().replace('GRUB_CMDLINE_LINUX_DEFAULT="quiet splash"',
+                                             'GRUB_CMDLINE_LINUX_DEFAULT="quiet splash intel_iommu=on"'))
+    subprocess.run(scenario.boot_config_command(sandbox), check=True)
+    assert "intel_iommu=on" not in scenario.grub_kernel_args(sandbox)
 
 
 def test_guest_files_ship_the_module_configuration_and_nothing_else(tmp_path):
-    scenario.seed_sandbox(tmp_path, "amd")
-    assert scenario.grub_kernel_args(tmp_path) == ["quiet", "amd_iommu=off"]
+    scenario.seed_sandbox(tmp_path / "s", "amd")
+    tmp_path = tmp_path / "s"
+    assert scenario.grub_kernel_args(tmp_path) == ["console=tty1", "console=ttyS0", "amd_iommu=off"]
     files = {"etc/modprobe.d/vfio.conf": b"options vfio-pci ids=1234:1111\n",
              "etc/modules-load.d/vfio.conf": b"vfio_pci\n",
              "etc/initramfs-tools/modules": b"vfio\n",

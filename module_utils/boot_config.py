@@ -1,0 +1,420 @@
+# -*- coding: utf-8 -*-
+# Copyright: open-gpu-cloud contributors
+# Apache License 2.0 (see pyproject.toml)
+"""How a distribution builds the kernel command line of its default boot entry, and where an edit of
+it takes effect. Pure functions over file texts; every token-level operation goes through
+``kernel_cmdline`` (the one model of a command line).
+
+What the distributions do (fixtures/distros/README.md has the files as shipped):
+
+* Debian/Ubuntu: ``grub-mkconfig`` (``update-grub``) sources ``/etc/default/grub``, then every
+  ``/etc/default/grub.d/*.cfg`` in glob order, and ``10_linux`` gives the default entry
+  ``${GRUB_CMDLINE_LINUX} ${GRUB_CMDLINE_LINUX_DEFAULT}``. A drop-in that assigns a variable (the
+  cloud images' ``50-cloudimg-settings.cfg`` sets ``GRUB_CMDLINE_LINUX_DEFAULT``) overrides
+  ``/etc/default/grub``.
+* RHEL 9 family: ``grub2-mkconfig --update-bls-cmdline`` sources ``/etc/default/grub`` only (the
+  ``grub.d`` drop-ins are a Debian addition) and rewrites the ``options`` line of every BLS entry in
+  ``/boot/loader/entries`` from ``root=... ro ${GRUB_CMDLINE_LINUX} ${GRUB_CMDLINE_LINUX_DEFAULT}``.
+
+The shell files are read, not run: an assignment of a command-line variable must be one line, its
+value one double-quoted, single-quoted or plain word, with ``$NAME``/``${NAME}`` (an earlier value)
+only as a whole word. Anything else (``$(...)``, backquotes, adjacent quoting such as
+``"quiet "'splash'``, a line continuation, a conditional assignment) is refused with the file and
+line, rather than guessed.
+"""
+
+from __future__ import annotations
+
+import re
+
+try:  # Ansible runs this as ansible.module_utils.boot_config; the tests import it the same way.
+    from ansible.module_utils import kernel_cmdline as kc
+except ImportError:  # pragma: no cover - scripts outside Ansible put module_utils on sys.path
+    import kernel_cmdline as kc  # type: ignore
+
+__all__ = ["BootConfigError", "CMDLINE_VARIABLES", "FAMILIES", "GRUB_FILE", "DROPIN_DIR", "default_variable",
+           "source_order", "parse_file", "evaluate", "kernel_args", "plan_edit", "grub_cfg_default_args",
+           "bls_entry", "readback_problems"]
+
+GRUB_FILE = "/etc/default/grub"
+DROPIN_DIR = "/etc/default/grub.d"
+CMDLINE_VARIABLES = ("GRUB_CMDLINE_LINUX", "GRUB_CMDLINE_LINUX_DEFAULT")
+FAMILIES = {
+    # family: (default variable, sources grub.d drop-ins, what the boot-config tool generates)
+    "Debian": ("GRUB_CMDLINE_LINUX_DEFAULT", True, "/boot/grub/grub.cfg"),
+    "RedHat": ("GRUB_CMDLINE_LINUX", False, "/boot/loader/entries"),
+}
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_ASSIGN_RE = re.compile(r"^(?P<lead>[ \t]*(?:export[ \t]+)?)(?P<name>" + _NAME + r")=(?P<rest>.*)$")
+_REF_RE = re.compile(r"^\$(?:(?P<a>" + _NAME + r")|\{(?P<b>" + _NAME + r")\})$")
+
+
+class BootConfigError(Exception):
+    """A boot configuration this model cannot represent, worded for the operator (file and line)."""
+
+
+def _check_family(family):
+    if family not in FAMILIES:
+        raise BootConfigError("OS family %r is not supported (only %s)" % (family, ", ".join(sorted(FAMILIES))))
+
+
+def default_variable(family):
+    """The GRUB variable an edit goes to by default: the one the family's installer fills."""
+    _check_family(family)
+    return FAMILIES[family][0]
+
+
+def source_order(family, grub_path, dropins):
+    """The files grub-mkconfig sources, in order: the GRUB file, then (Debian family) the ``*.cfg``
+    drop-ins in the order the shell glob lists them (byte order under LC_ALL=C)."""
+    _check_family(family)
+    order = [grub_path]
+    if FAMILIES[family][1]:
+        order += sorted((d for d in dropins if d.endswith(".cfg")), key=lambda d: d.encode("utf-8"))
+    return order
+
+
+class Assignment:
+    """One line assigning a command-line variable: where it is and the words of its value."""
+
+    def __init__(self, path, lineno, name, lead, quote, words, suffix, eol):
+        self.path, self.lineno, self.name = path, lineno, name
+        self.lead, self.quote, self.words, self.suffix, self.eol = lead, quote, words, suffix, eol
+
+    @property
+    def where(self):
+        return "%s line %d" % (self.path, self.lineno)
+
+    def args(self):
+        """The literal kernel arguments (references left out)."""
+        return [w for w in self.words if not isinstance(w, Ref)]
+
+    def render(self, words):
+        if self.quote == "'" and not any(isinstance(w, Ref) for w in words):
+            return self.lead + self.name + "='" + " ".join(words) + "'" + self.suffix
+        parts = []
+        for word in words:
+            if isinstance(word, Ref):
+                parts.append("$" + str(word))
+            else:
+                parts.append(re.sub(r'(["\\$`])', r"\\\1", word))
+        text = " ".join(parts)
+        if self.quote == "" and len(words) == 1 and not isinstance(words[0], Ref) and text == words[0]:
+            return self.lead + self.name + "=" + text + self.suffix
+        return self.lead + self.name + '="' + text + '"' + self.suffix
+
+
+class Ref(str):
+    """A $NAME word of a value: the earlier value of that variable, expanded when sourced."""
+
+
+def _refuse(path, lineno, line, why):
+    raise BootConfigError("%s line %d (%s): %s; write the value as one quoted string of kernel arguments on one "
+                          "line (e.g. GRUB_CMDLINE_LINUX=\"quiet iommu=pt\"), then run again"
+                          % (path, lineno, line.strip(), why))
+
+
+def _unquote_double(path, lineno, line, body):
+    """The text of a double-quoted shell string without its escapes; refuses what it cannot model."""
+    out, i = [], 0
+    while i < len(body):
+        char = body[i]
+        if char == "\\":
+            if i + 1 >= len(body):
+                _refuse(path, lineno, line, "a line continuation (backslash at the end of the line) is not modelled")
+            nxt = body[i + 1]
+            if nxt in '"\\$`':
+                out.append(nxt if nxt != "$" else "\0")  # an escaped $ is a literal dollar
+            else:
+                out.append("\\" + nxt)
+            i += 2
+            continue
+        if char == "`":
+            _refuse(path, lineno, line, "a backquoted command is not modelled")
+        if char == "$" and body[i + 1:i + 2] == "(":
+            _refuse(path, lineno, line, "a $(...) command substitution is not modelled")
+        out.append(char)
+        i += 1
+    return "".join(out)
+
+
+def _words(path, lineno, line, text):
+    """Split an unquoted value into words: kernel arguments (through the model) and $NAME references."""
+    words, literal = [], []
+    try:
+        for raw in text.split():
+            if "$" in raw:
+                match = _REF_RE.match(raw)
+                if not match:
+                    _refuse(path, lineno, line, "%r: a $ is modelled only as a whole word $NAME or ${NAME} (an "
+                                                "earlier value of a variable)" % raw)
+                if literal:
+                    words += kc.split(" ".join(literal))
+                    literal = []
+                words.append(Ref(match.group("a") or match.group("b")))
+                continue
+            literal.append(raw)
+        if literal:
+            words += kc.split(" ".join(literal))
+    except kc.CmdlineError as exc:
+        _refuse(path, lineno, line, str(exc))
+    return [w if isinstance(w, Ref) else w.replace("\0", "$") for w in words]
+
+
+def parse_file(path, text, variables=CMDLINE_VARIABLES):
+    """Every assignment of ``variables`` in one sourced file, in order. Other lines are left to the shell,
+    except a line that uses one of ``variables`` in a way this model cannot follow: refused."""
+    found = []
+    lines = text.splitlines(True)
+    names = "|".join(re.escape(v) for v in variables)
+    mention = re.compile(r"(?<![A-Za-z0-9_])(?:" + names + r")(?![A-Za-z0-9_])")
+    for index, raw in enumerate(lines):
+        lineno = index + 1
+        line = raw.rstrip("\r\n")
+        eol = raw[len(line):]
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        match = _ASSIGN_RE.match(line)
+        if not match or match.group("name") not in variables:
+            if mention.search(line) and not (match and not mention.search(match.group("rest"))):
+                if match:
+                    continue  # another variable's value refers to ours: not an assignment of ours
+                _refuse(path, lineno, line, "this line uses %s in a way the editor does not model (only plain "
+                                            "assignments are)" % mention.search(line).group(0))
+            continue
+        rest = match.group("rest")
+        if rest.startswith('"'):
+            end = 1
+            while end < len(rest):
+                if rest[end] == "\\":
+                    end += 2
+                    continue
+                if rest[end] == '"':
+                    break
+                end += 1
+            if end >= len(rest):
+                if rest.endswith("\\"):
+                    _refuse(path, lineno, line, "a line continuation (backslash at the end of the line) is not "
+                                                "modelled")
+                _refuse(path, lineno, line, "the double quote is not closed on this line (a value over several "
+                                            "lines is not modelled)")
+            quote, body, suffix = '"', rest[1:end], rest[end + 1:]
+            text_value = _unquote_double(path, lineno, line, body)
+        elif rest.startswith("'"):
+            end = rest.find("'", 1)
+            if end < 0:
+                _refuse(path, lineno, line, "the single quote is not closed on this line (a value over several "
+                                            "lines is not modelled)")
+            quote, body, suffix = "'", rest[1:end], rest[end + 1:]
+            text_value = body.replace("$", "\0")
+        else:
+            plain = re.match(r"^([^\s;&|#]*)(.*)$", rest)
+            quote, body, suffix = "", plain.group(1), plain.group(2)
+            if any(c in body for c in "\"'\\`") or "$(" in body:
+                _refuse(path, lineno, line, "an unquoted value with quotes, backslashes or commands is not modelled")
+            text_value = body
+        if suffix and not re.match(r"^[ \t]*(#.*)?$", suffix):
+            if suffix[:1] in "\"'$" or not suffix[:1].isspace():
+                _refuse(path, lineno, line, "adjacent quoting or text after the closing quote (%r) is not "
+                                            "modelled" % suffix.strip())
+            _refuse(path, lineno, line, "more than one command on the line (%r) is not modelled" % suffix.strip())
+        words = _words(path, lineno, line, text_value)
+        found.append(Assignment(path, lineno, match.group("name"), match.group("lead"), quote, words, suffix, eol))
+    return found
+
+
+def evaluate(files, variables=CMDLINE_VARIABLES):
+    """Source ``files`` (``[(path, text)]`` in order) the way the shell would for ``variables``.
+
+    Returns ``(values, assignments)``: ``values`` maps each variable to its final argument list;
+    ``assignments`` lists every Assignment in sourcing order."""
+    values = {name: [] for name in variables}
+    assignments = []
+    for path, text in files:
+        for assignment in parse_file(path, text, variables):
+            expanded = []
+            for word in assignment.words:
+                if isinstance(word, Ref):
+                    expanded += values.get(str(word), [])
+                else:
+                    expanded.append(word)
+            values[assignment.name] = expanded
+            assignments.append(assignment)
+    return values, assignments
+
+
+def kernel_args(values):
+    """The arguments grub-mkconfig gives the default entry (after root= and ro)."""
+    return list(values.get("GRUB_CMDLINE_LINUX", [])) + list(values.get("GRUB_CMDLINE_LINUX_DEFAULT", []))
+
+
+def _edited_texts(files, changes):
+    """Apply {(path, lineno): new line} to the file texts."""
+    out = {}
+    for path, text in files:
+        lines = text.splitlines(True)
+        touched = False
+        for (cpath, lineno), new in changes.items():
+            if cpath == path:
+                old = lines[lineno - 1]
+                lines[lineno - 1] = new + old[len(old.rstrip("\r\n")):]
+                touched = True
+        if touched:
+            out[path] = "".join(lines)
+    return out
+
+
+def _apply(assignment, new_args):
+    """New words for an assignment whose literal arguments become new_args; each reference keeps its
+    place among the arguments that were before it."""
+    new_args = list(new_args)
+    if new_args == assignment.args():
+        return list(assignment.words)
+    # Rebuild: references go before the argument that followed them originally.
+    out, count, literal_index = [], 0, []
+    for word in assignment.words:
+        if isinstance(word, Ref):
+            literal_index.append((count, word))
+        else:
+            count += 1
+    refs_at = {}
+    for position, ref in literal_index:
+        refs_at.setdefault(min(position, len(new_args)), []).append(ref)
+    for index in range(len(new_args) + 1):
+        out += refs_at.get(index, [])
+        if index < len(new_args):
+            out.append(new_args[index])
+    return out
+
+
+def plan_edit(files, variable, present, absent):
+    """Where and how to edit so that the default entry gets ``present`` and loses ``absent``.
+
+    ``files`` are ``[(path, text)]`` in sourcing order (source_order). The planned arguments go into
+    the last assignment of ``variable`` (the one grub-mkconfig keeps); forbidden arguments are removed
+    from every assignment of every command-line variable in every file; a planned key that a later
+    part of the line would override is removed there too. Returns a dict: ``texts`` ({path: new
+    text} of the files that change), ``changes`` ([{path, line, before, after}]), ``before``/``after``
+    (the default entry's arguments), ``target`` ("path line N"). Raises BootConfigError (no
+    assignment of ``variable``, a file it cannot model, a plan the line cannot satisfy)."""
+    if variable not in CMDLINE_VARIABLES:
+        raise BootConfigError("%s is not a kernel command-line variable of grub-mkconfig (%s)"
+                              % (variable, ", ".join(CMDLINE_VARIABLES)))
+    try:
+        kc.check([], present, absent)  # validates the plan itself
+    except kc.CmdlineError as exc:
+        raise BootConfigError("the planned arguments: %s" % exc) from None
+    values, assignments = evaluate(files)
+    before = kernel_args(values)
+    mine = [a for a in assignments if a.name == variable]
+    if not mine:
+        raise BootConfigError("no line assigns %s in %s" % (variable, ", ".join(p for p, _ in files)))
+    target = mine[-1]
+    new_args = {}
+    for assignment in assignments:
+        wanted = present if assignment is target else []
+        new_args[id(assignment)] = kc.edit(assignment.args(), wanted, absent)
+
+    def result_args():
+        vals = {name: [] for name in CMDLINE_VARIABLES}
+        for assignment in assignments:
+            expanded = []
+            for word in _apply(assignment, new_args[id(assignment)]):
+                expanded += vals.get(str(word), []) if isinstance(word, Ref) else [word]
+            vals[assignment.name] = expanded
+        return kernel_args(vals)
+
+    after = result_args()
+    problems = kc.check(after, present, absent)
+    if problems:
+        # A planned key that another part of the line overrides (last one wins): take it out there.
+        planned_keys = {kc.param_key(p) for p in present}
+        for assignment in assignments:
+            if assignment is target:
+                continue
+            args = new_args[id(assignment)]
+            kept = [a for a in args if kc.param_key(a) not in planned_keys or a in present]
+            if kept != args:
+                new_args[id(assignment)] = kept
+                after = result_args()
+                problems = kc.check(after, present, absent)
+                if not problems:
+                    break
+    if problems:
+        raise BootConfigError("editing %s cannot give the default boot entry the planned arguments: %s"
+                              % (target.where, "; ".join(problems)))
+    changes, texts = [], {}
+    edits = {}
+    for assignment in assignments:
+        words = _apply(assignment, new_args[id(assignment)])
+        if words == assignment.words:
+            continue
+        line_before = _line_of(files, assignment)
+        line_after = assignment.render(words)
+        edits[(assignment.path, assignment.lineno)] = line_after
+        changes.append({"path": assignment.path, "line": assignment.lineno, "variable": assignment.name,
+                        "before": line_before, "after": line_after})
+    texts = _edited_texts(files, edits)
+    overridden = [a.where for a in mine[:-1]]
+    return {"texts": texts, "changes": changes, "before": before, "after": after,
+            "target": target.where, "overridden": overridden}
+
+
+def _line_of(files, assignment):
+    for path, text in files:
+        if path == assignment.path:
+            return text.splitlines()[assignment.lineno - 1]
+    raise KeyError(assignment.path)  # pragma: no cover - assignments come from files
+
+
+# --- what the boot-config tool generated ------------------------------------------------------
+
+_MENUENTRY_RE = re.compile(r"^\s*menuentry\s")
+_LINUX_RE = re.compile(r"^\s*(?:linux|linuxefi|linux16)\s+(\S+)(?:\s+(.*))?$")
+
+
+def grub_cfg_default_args(text, path="/boot/grub/grub.cfg"):
+    """The arguments of the first menu entry's ``linux`` line in a generated grub.cfg (GRUB_DEFAULT=0,
+    the Debian/Ubuntu default), after the kernel image path. Raises BootConfigError when none."""
+    in_entry = False
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if _MENUENTRY_RE.match(line):
+            in_entry = True
+            continue
+        if in_entry:
+            match = _LINUX_RE.match(line)
+            if match:
+                try:
+                    return kc.split(match.group(2) or "")
+                except kc.CmdlineError as exc:
+                    raise BootConfigError("%s line %d: %s" % (path, lineno, exc)) from None
+    raise BootConfigError("%s has no menu entry with a linux line: the boot-config tool found no kernel" % path)
+
+
+def bls_entry(text, path):
+    """A BLS entry's fields: {'title', 'version', 'linux', 'options': [args]} (grub variables such as
+    $tuned_params kept as words)."""
+    fields = {}
+    for line in text.splitlines():
+        key, _, value = line.strip().partition(" ")
+        if key and not key.startswith("#"):
+            fields.setdefault(key, value.strip())
+    try:
+        fields["options"] = kc.split(fields.get("options", ""))
+    except kc.CmdlineError as exc:
+        raise BootConfigError("%s, options line: %s" % (path, exc)) from None
+    return fields
+
+
+def readback_problems(entries, present, absent):
+    """For each generated boot entry ``(where, args)``, what it lacks or still has against the plan.
+    Words GRUB expands at boot ($vt_handoff, $tuned_params) are left out of the check."""
+    out = []
+    for where, args in entries:
+        literal = [a for a in args if not a.startswith("$")]
+        problems = kc.check(literal, present, absent)
+        if problems:
+            out.append("%s %s" % (where, "; ".join(problems)))
+    return out

@@ -1,0 +1,88 @@
+# -*- coding: utf-8 -*-
+# Copyright: open-gpu-cloud contributors
+# Apache License 2.0 (see pyproject.toml)
+"""The host's memory of unfinished work (pure functions; library/host_state.py reads and writes the file).
+
+The state file (``/var/lib/open-gpu-cloud/passthrough_host.json`` on the host) records:
+
+* ``pending``: steps that must run before a reboot can settle the plan - ``initramfs`` (rebuild the
+  initramfs) and ``boot_config`` (regenerate the boot configuration). A step is marked before it runs
+  and cleared only when it succeeded, so a failed run is retried by the next one.
+* ``reboot``: the reboot made to settle the plan - the boot id the host had when it was rebooted and a
+  fingerprint of what that reboot was to apply (the generated boot line and what was pending). A host
+  that came back (another boot id) with the same fingerprint still pending is not rebooted again:
+  the reboot did not help, and only a changed configuration can.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+STEPS = ("initramfs", "boot_config")
+VERSION = 1
+
+
+class StateError(Exception):
+    """A state file or a request this model refuses, worded for the operator."""
+
+
+def empty():
+    return {"version": VERSION, "pending": [], "reboot": None}
+
+
+def load(text, where):
+    """Parse the state file's text; an empty text (no file yet) is the empty state."""
+    if text is None or not text.strip():
+        return empty()
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise StateError("%s is not valid JSON (%s): remove it to start afresh; the next run then repeats the "
+                         "initramfs and boot-config steps" % (where, exc)) from None
+    if not isinstance(data, dict) or not isinstance(data.get("pending", []), list) \
+            or any(p not in STEPS for p in data.get("pending", [])) \
+            or not (data.get("reboot") is None or isinstance(data.get("reboot"), dict)):
+        raise StateError("%s does not hold a passthrough_host state (pending: a list of %s; reboot: an object or "
+                         "null): remove it to start afresh" % (where, ", ".join(STEPS)))
+    state = empty()
+    state["pending"] = [p for p in STEPS if p in data.get("pending", [])]
+    state["reboot"] = data.get("reboot")
+    return state
+
+
+def dump(state):
+    return json.dumps(state, indent=2, sort_keys=True) + "\n"
+
+
+def update(state, pending_add=(), pending_remove=(), record_reboot=None, clear_reboot=False):
+    """The state after one change (a new dict; the input is not modified)."""
+    for step in list(pending_add) + list(pending_remove):
+        if step not in STEPS:
+            raise StateError("unknown step %r (known: %s)" % (step, ", ".join(STEPS)))
+    pending = (set(state["pending"]) | set(pending_add)) - set(pending_remove)
+    new = {"version": VERSION, "pending": [p for p in STEPS if p in pending], "reboot": state.get("reboot")}
+    if clear_reboot:
+        new["reboot"] = None
+    if record_reboot is not None:
+        new["reboot"] = dict(record_reboot)
+    return new
+
+
+def fingerprint(boot_args, pending):
+    """What a reboot is to apply: the generated boot line(s) and the plan's pending list."""
+    data = json.dumps({"boot": [list(a) for a in boot_args], "pending": sorted(pending)}, sort_keys=True)
+    return hashlib.sha256(data.encode("utf-8")).hexdigest()
+
+
+def reboot_decision(state, boot_id, print_now):
+    """Whether a reboot may be made now. Returns (allowed, reason)."""
+    last = state.get("reboot")
+    if not last:
+        return True, "no reboot recorded"
+    if last.get("boot_id") == boot_id:
+        return True, "the recorded reboot (boot %s) has not happened yet" % boot_id
+    if last.get("fingerprint") != print_now:
+        return True, "the configuration changed since the reboot from boot %s" % last.get("boot_id")
+    return False, ("the host was already rebooted (from boot %s, now boot %s) to apply this same configuration, and "
+                   "the running system still lacks it" % (last.get("boot_id"), boot_id))
