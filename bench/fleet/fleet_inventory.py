@@ -55,7 +55,12 @@ def build(count, directory, batch=1, hold=0.0, fixtures=None):
         "passthrough_host_allow_reboot": True,
         "passthrough_host_reboot_batch": batch,
         "demo_host_record": record,
-        "passthrough_host_boot_config_command": "{{ demo_host_record + ['update-grub'] }}",
+        # The boot-config stand-in generates grub.cfg from the sandbox's GRUB files, as update-grub would:
+        # the role reads it back before rebooting, and the simulated reboot boots its line.
+        "passthrough_host_boot_config_command": [
+            "{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/scripts/simulate_boot_config.py",
+            "{{ ogc_demo_dir }}/hosts/{{ inventory_hostname }}.calls.jsonl", "{{ passthrough_host_root }}",
+            "update-grub"],
         "passthrough_host_initramfs_command": "{{ demo_host_record + ['update-initramfs', '-u', '-k', 'all'] }}",
         "fleet_reboot_log": "{{ ogc_demo_dir }}/reboots.jsonl",
         "passthrough_host_reboot_command": [
