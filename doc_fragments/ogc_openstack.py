@@ -3,9 +3,7 @@
 # Apache License 2.0 (see pyproject.toml)
 """The connection options every os_* module of open-gpu-cloud takes (module_utils/openstack_cloud.py)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 
 class ModuleDocFragment:  # pylint: disable=too-few-public-methods

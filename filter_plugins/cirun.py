@@ -28,9 +28,7 @@ A consumer repository (``repos`` item): ``repo`` (``owner/name``), optional ``ru
 every runner).
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import re
 

@@ -24,9 +24,7 @@ that the plan does not) and returns the summary lines and alerts.
 Pure functions; every error names the host and what to fix.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 try:
     from ansible.errors import AnsibleFilterError

@@ -59,7 +59,6 @@ _CHAIN = ("global.conf", "nova.conf", "nova/{service}.conf", "nova/{host}/nova.c
           "nova/{host}/{service}.conf")
 
 GLOBAL_FILE = "nova.conf"
-HOST_FILE = "nova/{host}/nova.conf"
 
 
 def _fail(msg):

@@ -8,9 +8,7 @@
   (its file and SHA-256 from ``ansible.builtin.stat``, its properties over the defaults).
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 try:
     from ansible.errors import AnsibleFilterError

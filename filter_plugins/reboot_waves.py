@@ -11,9 +11,7 @@
 Pure functions; a bad value raises AnsibleFilterError naming the variable and the fix.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import re
 

@@ -3,9 +3,7 @@
 # Copyright: open-gpu-cloud contributors
 # Apache License 2.0 (see pyproject.toml)
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---

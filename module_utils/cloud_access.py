@@ -5,9 +5,7 @@
 
 Used by os_access (access alone) and os_cloud (the access section)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import json
 import re

@@ -6,9 +6,7 @@
 Used by os_flavors (flavors alone) and os_cloud (the flavors section). Everything before ``apply``
 is pure and unit-tested without a cloud."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import fnmatch
 import re

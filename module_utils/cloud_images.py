@@ -6,9 +6,7 @@
 Used by os_images, on the resource protocol of openstack_cloud: prepare (validate the declaration, hash
 local files) -> read (the visible images) -> make_plan (pure) -> apply (update, or upload then retire)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import hashlib
 import os

@@ -5,9 +5,7 @@
 
 Used by os_quotas (quotas alone) and os_cloud (the quotas section)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 from ansible.module_utils.openstack_cloud import Action, Plan
 

@@ -11,9 +11,7 @@ PCI-passthrough instances cannot be live-migrated: a reboot of their host kills 
 service (nothing new lands), then waits until no instance runs there, shelving them first when asked.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import datetime
 import time

@@ -16,9 +16,7 @@
 Modules import it as ``from ansible.module_utils.openstack_cloud import ...``.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import traceback
 from concurrent.futures import ThreadPoolExecutor

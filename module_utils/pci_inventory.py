@@ -7,9 +7,7 @@ Used by os_pci_inventory, on the resource protocol of openstack_cloud with nothi
 hypervisors, then Placement's providers, inventories and usages) -> make_plan (summarise(), pure, no
 action) -> report."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import fnmatch
 

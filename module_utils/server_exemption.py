@@ -11,9 +11,7 @@ lifetimes) and os_compute_drain (draining a GPU host before a reboot) both apply
 Modules import it as ``from ansible.module_utils.server_exemption import ...``.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import datetime
 

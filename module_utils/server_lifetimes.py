@@ -7,9 +7,7 @@ Used by os_server_lifetimes, on the resource protocol of openstack_cloud: prepar
 -> read (the policy's projects, then every server once) -> make_plan (decide(), pure) -> apply (shelve or
 delete one server) -> finish (wait for the acted servers)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import datetime
 import time
