@@ -13,11 +13,9 @@ import os
 import sys
 
 
-def main(argv):
-    if len(argv) < 3:
-        print(__doc__, file=sys.stderr)
-        return 2
-    log, name, args = argv[1], argv[2], argv[3:]
+def record(log, name, args):
+    """Append the call to LOG; 1 (after printing the failure) when fail-NAME exists next to LOG, else 0.
+    scripts/simulate_boot_config.py records through this too."""
     fail = os.path.join(os.path.dirname(os.path.abspath(log)), "fail-" + name)
     if os.path.exists(fail):
         with open(fail, encoding="utf-8") as handle:
@@ -26,6 +24,13 @@ def main(argv):
     with open(log, "a", encoding="utf-8") as handle:
         handle.write(json.dumps({"name": name, "argv": args}) + "\n")
     return 0
+
+
+def main(argv):
+    if len(argv) < 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return record(argv[1], argv[2], argv[3:])
 
 
 if __name__ == "__main__":

@@ -22,10 +22,12 @@ For sandbox hosts only (molecule scenarios, integration tests); never on a real 
 """
 
 import glob
-import json
 import os
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from record_command import record  # noqa: E402  pylint: disable=wrong-import-position
 
 SOURCE = r'''
 lsb_release() { echo Debian; }
@@ -103,13 +105,8 @@ def main(argv):
         print(__doc__, file=sys.stderr)
         return 2
     log, root, name, args = argv[1], argv[2], argv[3], argv[4:]
-    fail = os.path.join(os.path.dirname(os.path.abspath(log)), "fail-" + name)
-    if os.path.exists(fail):
-        with open(fail, encoding="utf-8") as handle:
-            sys.stderr.write(handle.read() or "%s: failed\n" % name)
+    if record(log, name, args):
         return 1
-    with open(log, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps({"name": name, "argv": args}) + "\n")
     if name in ("update-grub", "grub-mkconfig"):
         debian(root)
     elif name == "grub2-mkconfig":

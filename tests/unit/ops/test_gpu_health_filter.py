@@ -14,17 +14,6 @@ from ogc_testlib import load_source
 health = load_source("gpu_health", "filter_plugins/gpu_health.py")
 
 
-@pytest.fixture(scope="module")
-def seed(host_facts, planner):
-    facts = host_facts("seed-v100")
-    plan = planner.passthrough_plan(facts, {}, "seed-v100")
-    bound = copy.deepcopy(facts)
-    for dev in bound["devices"]:
-        if dev["address"] in plan["vfio_devices"]:
-            dev["driver"] = "vfio-pci"
-    return facts, bound, plan
-
-
 def without(facts, address):
     out = copy.deepcopy(facts)
     out["devices"] = [d for d in out["devices"] if d["address"] != address]

@@ -28,17 +28,6 @@ def families(text):
     return {f.name: f.type for f in text_string_to_metric_families(text)}
 
 
-@pytest.fixture(scope="module")
-def seed(host_facts, planner):
-    facts = host_facts("seed-v100")
-    plan = planner.passthrough_plan(facts, {}, "seed-v100")
-    bound = copy.deepcopy(facts)
-    for dev in bound["devices"]:
-        if dev["address"] in plan["vfio_devices"]:
-            dev["driver"] = "vfio-pci"
-    return facts, bound, plan
-
-
 def test_healthy_host(seed):
     _facts, bound, plan = seed
     text = metrics.gpu_health_metrics(health.gpu_health(bound, plan, host="seed-v100"), 1700000000)
