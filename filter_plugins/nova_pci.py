@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 
 import ansible.module_utils
 from ansible.errors import AnsibleFilterError
@@ -31,6 +30,7 @@ _MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__f
 if _MODULE_UTILS not in ansible.module_utils.__path__:
     ansible.module_utils.__path__.append(_MODULE_UTILS)
 
+from ansible.module_utils import pci_address  # noqa: E402  pylint: disable=wrong-import-position
 from ansible.module_utils.pci_alias import alias_name_error  # noqa: E402  pylint: disable=wrong-import-position
 
 # Nova 2026.1 (nova 33.x) default of [filter_scheduler] enabled_filters, read from
@@ -49,8 +49,6 @@ PCI_FILTER = "PciPassthroughFilter"
 # Device types an alias may ask for (nova.pci.request._ALIAS_SCHEMA).
 DEVICE_TYPES = ("type-PCI", "type-PF", "type-VF")
 
-_HEX4 = re.compile(r"^[0-9a-f]{4}$")
-_ADDRESS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 # Files under node_custom_config that kolla-ansible merges into each Nova service's nova.conf,
 # in kolla's order (roles/nova/tasks/config.yml, roles/nova-cell/tasks/config.yml). {host} is
@@ -81,7 +79,7 @@ def _check_plans(plans):
 def _check_ids(host, what, item):
     for key in ("vendor_id", "product_id"):
         value = item.get(key)
-        if not isinstance(value, str) or not _HEX4.match(value):
+        if not pci_address.is_id(value):
             _fail("nova_pci: host %s: %s has %s %r, expected 4 lowercase hex digits such as "
                   "'10de'" % (host, what, key, value))
 
@@ -172,7 +170,7 @@ def nova_pci_device_spec(plan, host):
         if not isinstance(dev, dict):
             _fail("nova_pci: host %s: a selected device must be a mapping, got %r" % (host, dev))
         address = dev.get("address")
-        if not isinstance(address, str) or not _ADDRESS.match(address):
+        if not pci_address.is_address(address):
             _fail("nova_pci: host %s: selected device address %r is not a full PCI address "
                   "such as '0000:27:00.0' (domain:bus:slot.function, lowercase hex)"
                   % (host, address))

@@ -27,7 +27,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 
 import ansible.module_utils
 
@@ -39,6 +38,7 @@ if _MODULE_UTILS not in ansible.module_utils.__path__:
 from ansible.module_utils.pci_alias import alias_from_model_name, alias_name_error  # noqa: E402  pylint: disable=wrong-import-position
 from ansible.module_utils.pci_ids import marketing_name  # noqa: E402  pylint: disable=wrong-import-position
 from ansible.module_utils import kernel_cmdline  # noqa: E402  pylint: disable=wrong-import-position
+from ansible.module_utils import pci_address  # noqa: E402  pylint: disable=wrong-import-position
 
 try:  # Ansible is present when this runs as a filter; tests may import the logic without it.
     from ansible.errors import AnsibleFilterError
@@ -48,10 +48,6 @@ except ImportError:  # pragma: no cover - exercised only outside Ansible
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
-ADDRESS_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
-SHORT_ADDRESS_RE = re.compile(r"^[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
-MODEL_ID_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{4}$")
-VENDOR_RE = re.compile(r"^[0-9a-f]{4}$")
 
 NVIDIA = "10de"
 AMD_GPU = "1002"
@@ -126,10 +122,8 @@ def class_name(class_id: str) -> str:
 
 def normalise_address(value, host=None, where="address") -> str:
     """Return the full lowercase form of a PCI address (``27:00.0`` -> ``0000:27:00.0``)."""
-    text = str(value).strip().lower()
-    if SHORT_ADDRESS_RE.match(text):
-        text = "0000:" + text
-    if not ADDRESS_RE.match(text):
+    text = pci_address.normalise_address(str(value))
+    if text is None:
         raise _err(host, f"{where} {value!r} is not a PCI address; write it as 0000:27:00.0 (or 27:00.0)")
     return text
 
@@ -220,7 +214,7 @@ def _check_policy(policy, by_addr, host):
     vendors_out = []
     for vendor in vendors:
         text = _policy_text(vendor, host, "passthrough_policy.vendors entry", "10de").lower().removeprefix("0x")
-        if not VENDOR_RE.match(text):
+        if not pci_address.is_id(text):
             raise _err(host, f"passthrough_policy.vendors has {vendor!r}: write vendor ids as 4 hex digits, e.g. '10de'")
         vendors_out.append(text)
 
@@ -230,7 +224,7 @@ def _check_policy(policy, by_addr, host):
         raise _err(host, "passthrough_policy.alias_names must map 'vendor:product' to an alias name")
     for model_id, name in raw_aliases.items():
         key = _policy_text(model_id, host, "passthrough_policy.alias_names key", "10de:1db4").lower()
-        if not MODEL_ID_RE.match(key):
+        if not pci_address.is_model_id(key):
             raise _err(host, f"passthrough_policy.alias_names key {model_id!r} is not a 'vendor:product' id "
                              "in hex like '10de:1db4'")
         problem = alias_name_error(name)

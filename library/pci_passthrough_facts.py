@@ -154,12 +154,11 @@ import re
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils import pci_ids
+from ansible.module_utils import pci_address, pci_ids
 from ansible.module_utils.kernel_cmdline import CmdlineError, split as split_cmdline
 
 HEX4 = re.compile(r"^0x([0-9a-fA-F]{4})$")
 HEX6 = re.compile(r"^0x([0-9a-fA-F]{6})$")
-ADDRESS = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 # The roots discovery may read under: a captured tree is untrusted input, and a link out of it must
 # not make discovery read (and report) another file. Set by discover().
 _ROOTS: list[str] = []
@@ -355,7 +354,7 @@ def discover(sysfs_root: str, procfs_root: str, database=None) -> dict:
     devices = []
     groups: dict[str, list[str]] = {}
     for address in entries:
-        if not ADDRESS.match(address):
+        if not pci_address.is_address(address.lower()):
             raise DiscoveryError(f"{os.path.join(devices_dir, address)}: {address!r} is not a PCI address like 0000:27:00.0")
         dev = read_device(devices_dir, address)
         devices.append(dev)

@@ -43,8 +43,15 @@ import sys
 import tarfile
 import tempfile
 
-ADDRESS_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
-ID_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{4}$")
+# The project's PCI identifier rules (module_utils/pci_address.py, pure Python), as discovery uses them, for
+# building trees from fixtures. playbooks/capture.yml copies this file alone to a host, where only `capture`
+# runs: it needs no identifier rules there.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils"))
+try:
+    import pci_address  # noqa: E402  pylint: disable=wrong-import-position
+except ImportError:  # pragma: no cover - on a captured host
+    pci_address = None
+
 CLASS_RE = re.compile(r"^[0-9a-f]{6}$")
 
 CPU_FLAGS_BASE = "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2"
@@ -78,10 +85,10 @@ def _validate_device(dev: dict, index: int) -> dict:
     if not isinstance(dev, dict):
         raise FixtureError(f"{where}: expected a mapping, got {dev!r}")
     address = str(dev.get("address", "")).lower()
-    if not ADDRESS_RE.match(address):
+    if not pci_address.is_address(address):
         raise FixtureError(f"{where}: address {dev.get('address')!r} is not of the form 0000:27:00.0")
     ident = str(dev.get("id", "")).lower()
-    if not ID_RE.match(ident):
+    if not pci_address.is_model_id(ident):
         raise FixtureError(f"{where} ({address}): id {dev.get('id')!r} is not vendor:device in hex, e.g. 10de:1db4")
     klass = str(dev.get("class", "")).lower().removeprefix("0x")
     if not CLASS_RE.match(klass):
