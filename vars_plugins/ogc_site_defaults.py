@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 from ansible.plugins.vars.host_group_vars import VarsModule as HostGroupVarsModule
+from ansible.utils.vars import combine_vars
 
 DOCUMENTATION = r"""
 name: ogc_site_defaults
@@ -20,6 +21,9 @@ description:
     a narrower one wins over the site default. C(ansible.cfg) also keeps C(host_group_vars) to the
     inventory stage, so this directory is not loaded a second time, as playbook group_vars, for
     C(site.yml), where it would outrank the inventory.
+  - A value a group sets in the inventory file itself (its C(vars:)) also wins over the site default for
+    that group. Ansible ranks the group variables of a vars plugin above those of an inventory file, so this plugin
+    leaves out the keys the group already sets there.
   - Host variables are not read here; put host-specific values in the inventory's C(host_vars/).
 options:
   stage:
@@ -40,8 +44,11 @@ class VarsModule(HostGroupVarsModule):
     REQUIRES_ENABLED = True
 
     def get_vars(self, loader, path, entities, cache=True):
-        groups = [entity for entity in (entities if isinstance(entities, list) else [entities])
-                  if not hasattr(entity, "get_groups")]  # groups only: hosts have get_groups()
-        if not groups:
-            return {}
-        return super().get_vars(loader, SITE_DIR, groups, cache=cache)
+        data = {}
+        for entity in entities if isinstance(entities, list) else [entities]:
+            if hasattr(entity, "get_groups"):  # a host: site defaults are group variables only
+                continue
+            own = entity.get_vars()  # what the inventory file itself sets for this group
+            found = super().get_vars(loader, SITE_DIR, [entity], cache=cache)
+            data = combine_vars(data, {key: value for key, value in found.items() if key not in own})
+        return data

@@ -18,7 +18,7 @@ from ogc_testlib import ROOT
 
 pytestmark = pytest.mark.integration
 
-SHOW = "- {name: Show, hosts: all, gather_facts: false, tasks: [{name: Values, ansible.builtin.debug: {msg: \"VALUES {{ cloud_name }}|{{ kolla_deploy_config_dir }}|{{ cloud_clouds_yaml }}\"}}]}\n"
+SHOW = "- {name: Show, hosts: all, gather_facts: false, tasks: [{name: Values, ansible.builtin.debug: {msg: \"VALUES {{ kolla_deploy_config_dir }}|{{ nova_pci_config_node_custom_config }}\"}}]}\n"
 
 
 def site_defaults():
@@ -28,13 +28,17 @@ def site_defaults():
 
 def run(tmp_path, playbook, override_in=None):
     """A site.yml-like layout in tmp_path: a top playbook with group_vars/ beside it (a link to the
-    project's), importing a playbook from playbooks/. The inventory sets cloud_name where asked."""
+    project's), importing a playbook from playbooks/. The inventory sets kolla_deploy_config_dir where asked:
+    in group_vars/<group>.yml, or in the inventory file's own vars of all ("inline")."""
     inv = tmp_path / "inv"
     (inv / "group_vars").mkdir(parents=True)
-    (inv / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {"gpu_hosts": {"hosts": {
-        "h1": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}}}))
-    if override_in:
-        (inv / "group_vars" / f"{override_in}.yml").write_text("---\ncloud_name: env-cloud\n")
+    hosts = {"all": {"children": {"gpu_hosts": {"hosts": {
+        "h1": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}}}
+    if override_in == "inline":
+        hosts["all"]["vars"] = {"kolla_deploy_config_dir": "/srv/env-kolla"}
+    elif override_in:
+        (inv / "group_vars" / f"{override_in}.yml").write_text("---\nkolla_deploy_config_dir: /srv/env-kolla\n")
+    (inv / "hosts.yml").write_text(yaml.safe_dump(hosts))
     (tmp_path / "group_vars").symlink_to(os.path.join(ROOT, "group_vars"))
     (tmp_path / "playbooks").mkdir()
     (tmp_path / "playbooks" / "show.yml").write_text("---\n" + SHOW)
@@ -48,14 +52,14 @@ def run(tmp_path, playbook, override_in=None):
 
 def test_every_play_gets_the_site_defaults(tmp_path):
     defaults = site_defaults()
-    want = f"{defaults['cloud_name']}|{defaults['kolla_deploy_config_dir']}|{defaults['kolla_deploy_config_dir']}/clouds.yaml"
+    want = f"{defaults['kolla_deploy_config_dir']}|{defaults['kolla_deploy_config_dir']}/config"
     # The imported play (playbooks/) and the top play (beside group_vars/) see the same defaults.
     assert run(tmp_path, "site.yml") == [want, want]
 
 
-@pytest.mark.parametrize("group", ["all", "gpu_hosts"])
+@pytest.mark.parametrize("group", ["all", "gpu_hosts", "inline"])
 def test_the_inventory_wins_over_the_site_defaults(tmp_path, group):
-    defaults = site_defaults()
-    assert defaults["cloud_name"] != "env-cloud"
-    want = f"env-cloud|{defaults['kolla_deploy_config_dir']}|{defaults['kolla_deploy_config_dir']}/clouds.yaml"
+    assert site_defaults()["kolla_deploy_config_dir"] != "/srv/env-kolla"
+    # The site's nova_pci_config_node_custom_config follows the environment's kolla directory.
+    want = "/srv/env-kolla|/srv/env-kolla/config"
     assert run(tmp_path, "site.yml", override_in=group) == [want, want]
