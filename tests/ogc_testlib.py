@@ -129,3 +129,13 @@ class TestCloudHandle:
         """Like tasks(), with the results as a list in task order."""
         rc, ordered, _by_name, stdout = self._run(self._write_play(tmp_path, tasks, name), "-i", "localhost,", *args)
         return rc, ordered, stdout
+
+
+def wait_status(conn, server_id, wanted, timeout=180):
+    """The server once its status is one of WANTED, or as it is after TIMEOUT seconds (one look a second)."""
+    deadline = time.time() + timeout
+    while True:
+        server = conn.compute.get_server(server_id)
+        if server.status in wanted or time.time() > deadline:
+            return server
+        time.sleep(1)

@@ -25,7 +25,7 @@ import time
 
 import pytest
 
-from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, TestCloudHandle
+from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, TestCloudHandle, wait_status
 
 pytestmark = pytest.mark.integration
 GPU_HOSTS = ("consumer-rtx", "intel-t4", "seed-v100")
@@ -137,15 +137,6 @@ def fake_gpus_from_facts(facts):
             for d in facts["devices"]]
 
 
-def wait_status(conn, server_id, wanted, timeout=240):
-    deadline = time.time() + timeout
-    while True:
-        server = conn.compute.get_server(server_id)
-        if server.status in wanted or time.time() > deadline:
-            return server
-        time.sleep(1)
-
-
 def test_scheduler_places_gpus_where_the_rendered_configuration_says(demo):
     seed = demo.plans()["seed-v100"]
     plan = seed["plan"]
@@ -185,7 +176,7 @@ def test_scheduler_places_gpus_where_the_rendered_configuration_says(demo):
         for _attempt in range(3):
             server = conn.compute.create_server(name=f"gpu-{number}", flavor_id=flavor.id, image_id=image.id,
                                                 networks="none")
-            server = wait_status(conn, server.id, ("ACTIVE", "ERROR"))
+            server = wait_status(conn, server.id, ("ACTIVE", "ERROR"), timeout=240)
             if server.status == "ACTIVE":
                 break
             faults.append(server.fault)
@@ -203,6 +194,6 @@ def test_scheduler_places_gpus_where_the_rendered_configuration_says(demo):
     assert not set(placed.values()) & held_back
 
     beyond = conn.compute.create_server(name="gpu-beyond", flavor_id=flavor.id, image_id=image.id, networks="none")
-    beyond = wait_status(conn, beyond.id, ("ACTIVE", "ERROR"))
+    beyond = wait_status(conn, beyond.id, ("ACTIVE", "ERROR"), timeout=240)
     assert beyond.status == "ERROR"
     assert "No valid host was found" in beyond.fault["message"], beyond.fault

@@ -8,16 +8,9 @@ import time
 
 import pytest
 
+from ogc_testlib import wait_status
+
 pytestmark = pytest.mark.integration
-
-
-def wait_status(conn, server_id, wanted, timeout=180):
-    deadline = time.time() + timeout
-    while True:
-        server = conn.compute.get_server(server_id)
-        if server.status in wanted or time.time() > deadline:
-            return server
-        time.sleep(1)
 
 
 def wait_gone(conn, server_id, timeout=120):
