@@ -31,8 +31,11 @@ step "ansible-lint (profile production)"
 ansible-lint --offline
 
 step "pytest (unit and integration)"
+# Two workers (pytest-xdist): a test cloud's start, a simulated reboot or a server's boot waits on I/O while the
+# other worker computes. tests/conftest.py keeps each file's tests (and the tests sharing a test cloud) on one
+# worker and hands out the slowest groups first; --durations lists the slowest tests (bench/README.md).
 set +e
-python -m pytest
+python -m pytest -n 2 --dist loadgroup --no-loadscope-reorder --durations=30
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

@@ -61,3 +61,44 @@ def host_facts(fixture_host, facts_module, pci_ids_db):
         return facts_module.discover(os.path.join(root, "sys"), os.path.join(root, "proc"), pci_ids_db)
 
     return facts
+
+
+# ---- Running the suite on several workers (scripts/test.sh: pytest-xdist, --dist loadgroup) ----
+# Each test goes to the worker of its group: the tests sharing a started test cloud stay together (the cloud is
+# started once, on that worker), and every other test stays with its file (its module fixtures are built once).
+# The slowest groups are handed out first, so no worker is left with a long one at the end (their costs are in
+# bench/README.md, "Test command, stage by stage"); the rest keep pytest's own order.
+SHARED_FIXTURE_GROUPS = ("compute_cloud", "testcloud")
+SLOWEST_FIRST = (
+    "tests/integration/test_site_end_to_end.py",
+    "compute_cloud",
+    "tests/integration/realkernel/test_realkernel_scenario.py",
+    "tests/integration/test_fleet_waves.py",
+    "tests/integration/test_passthrough_host_faults.py",
+    "tests/integration/nova/test_nova_kolla_genconfig.py",
+    "tests/integration/test_example_inventories.py",
+    "testcloud",
+)
+
+
+def test_group(item) -> str:
+    """The group a test runs in: the shared test cloud it uses, else its file."""
+    for fixture in SHARED_FIXTURE_GROUPS:
+        if fixture in item.fixturenames:
+            return fixture
+    return item.nodeid.split("::", 1)[0]
+
+
+test_group.__test__ = False  # a helper, not a test
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):  # pylint: disable=unused-argument
+    groups = {}
+    for item in items:
+        group = test_group(item)
+        groups[item.nodeid] = group
+        item.add_marker(pytest.mark.xdist_group(group))
+    rank = {group: place for place, group in enumerate(SLOWEST_FIRST)}
+    # sorted() is stable: within a group, and among the groups not ranked, pytest's order stays.
+    items[:] = sorted(items, key=lambda item: rank.get(groups[item.nodeid], len(rank)))
