@@ -59,7 +59,7 @@ def _names(items, what):
         elif isinstance(item, str) and item:
             names.add(item)
         else:
-            raise AnsibleFilterError("%s: every item needs a non-empty 'name', got %r" % (what, item))
+            raise AnsibleFilterError(f"{what}: every item needs a non-empty 'name', got {item!r}")
     return names
 
 
@@ -72,19 +72,19 @@ def _one(runner, index, flavors, images, region):
     if not isinstance(name, str) or not NAME_RE.match(name):
         return None, ["ci_runners[%d]: 'name' must be a non-empty string of letters, digits, '-', '_' or '.' "
                       "(got %r)" % (index, name)]
-    label = "runner '%s'" % name
+    label = f"runner '{name}'"
     unknown = sorted(set(runner) - set(RUNNER_KEYS))
     if unknown:
-        errors.append("%s: unknown key(s) %s (allowed: %s)" % (label, ", ".join(unknown), ", ".join(RUNNER_KEYS)))
+        errors.append(f"{label}: unknown key(s) {', '.join(unknown)} (allowed: {', '.join(RUNNER_KEYS)})")
     flavor = runner.get("flavor")
     if not isinstance(flavor, str) or not flavor:
-        errors.append("%s: 'flavor' is required (a flavor declared in cloud_flavors)" % label)
+        errors.append(f"{label}: 'flavor' is required (a flavor declared in cloud_flavors)")
     elif flavor not in flavors:
         errors.append("%s: flavor '%s' is not declared; declare it in cloud_flavors or use one of: %s"
                       % (label, flavor, ", ".join(sorted(flavors)) or "none declared"))
     image = runner.get("image")
     if not isinstance(image, str) or not image:
-        errors.append("%s: 'image' is required (an image declared in cloud_images)" % label)
+        errors.append(f"{label}: 'image' is required (an image declared in cloud_images)")
     elif image not in images:
         errors.append("%s: image '%s' is not declared; declare it in cloud_images (or image_builds) or use one of: %s"
                       % (label, image, ", ".join(sorted(images)) or "none declared"))
@@ -99,16 +99,16 @@ def _one(runner, index, flavors, images, region):
                           "starts with it: rename it to '%s%s'" % (label, item, LABEL_PREFIX, LABEL_PREFIX,
                                                                     str(item).strip() or "gpu"))
     if len(set(labels)) != len(labels):
-        errors.append("%s: labels repeat (%s)" % (label, ", ".join(labels)))
+        errors.append(f"{label}: labels repeat ({', '.join(labels)})")
     the_region = runner.get("region", region)
     if not isinstance(the_region, str) or not the_region:
-        errors.append("%s: 'region' must be a non-empty string (the cloud's region, e.g. RegionOne)" % label)
+        errors.append(f"{label}: 'region' must be a non-empty string (the cloud's region, e.g. RegionOne)")
     count = runner.get("count")
     if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
-        errors.append("%s: 'count' must be a positive integer, got %r" % (label, count))
+        errors.append(f"{label}: 'count' must be a positive integer, got {count!r}")
     workflow = runner.get("workflow")
     if workflow is not None and (not isinstance(workflow, str) or not workflow.startswith(".github/workflows/")):
-        errors.append("%s: 'workflow' must be a path under .github/workflows/, got %r" % (label, workflow))
+        errors.append(f"{label}: 'workflow' must be a path under .github/workflows/, got {workflow!r}")
     if errors:
         return None, errors
     out = dict(name=name, cloud="openstack", instance_type=flavor, machine_image=image, region=the_region,
@@ -129,7 +129,7 @@ def cirun_runners(ci_runners, flavors, images, region="RegionOne"):
         raise AnsibleFilterError("ci_runners must be a list of {name, flavor, image, labels}, got %s"
                                  % type(ci_runners).__name__)
     if not isinstance(region, str) or not region:
-        raise AnsibleFilterError("the default region must be a non-empty string (e.g. RegionOne), got %r" % (region,))
+        raise AnsibleFilterError(f"the default region must be a non-empty string (e.g. RegionOne), got {region!r}")
     flavor_names = _names(flavors, "cloud_flavors")
     image_names = _names(images, "cloud_images")
     out, errors, seen, owners = [], [], set(), {}
@@ -139,7 +139,7 @@ def cirun_runners(ci_runners, flavors, images, region="RegionOne"):
         if done is None:
             continue
         if done["name"] in seen:
-            errors.append("runner '%s' is declared twice in ci_runners" % done["name"])
+            errors.append(f"runner '{done['name']}' is declared twice in ci_runners")
             continue
         seen.add(done["name"])
         for item in done["labels"]:
@@ -174,10 +174,9 @@ def cirun_repo_configs(ci_runners, flavors, images, repos, region="RegionOne"):
         repo = entry["repo"]
         unknown = sorted(set(entry) - set(REPO_KEYS))
         if unknown:
-            errors.append("repository %s: unknown key(s) %s (allowed: %s)" % (repo, ", ".join(unknown),
-                                                                                ", ".join(REPO_KEYS)))
+            errors.append(f"repository {repo}: unknown key(s) {', '.join(unknown)} (allowed: {', '.join(REPO_KEYS)})")
         if repo.lower() in seen:
-            errors.append("repository %s is listed twice in ci_runner_repos" % repo)
+            errors.append(f"repository {repo} is listed twice in ci_runner_repos")
             continue
         seen.add(repo.lower())
         wanted = entry.get("runners")
@@ -193,7 +192,7 @@ def cirun_repo_configs(ci_runners, flavors, images, repos, region="RegionOne"):
                           % (repo, ", ".join(map(str, missing)), ", ".join(sorted(by_name)) or "none"))
             continue
         chosen = [r for r in runners if r["name"] in set(wanted)]
-        out.append(dict(repo=repo, path="%s/.cirun.yml" % repo, config=dict(runners=chosen)))
+        out.append(dict(repo=repo, path=f"{repo}/.cirun.yml", config=dict(runners=chosen)))
     if errors:
         raise AnsibleFilterError("invalid CI runner repositories: " + "; ".join(errors))
     return out

@@ -30,7 +30,7 @@ def mode_within(current, ceiling):
     brought down to the ceiling (``'0644'`` -> ``'0640'``). Both are octal strings as
     ``ansible.builtin.stat`` returns them (``stat.mode``); the result is a 4-digit octal string.
     """
-    return "%04o" % (_mode(current, "current mode") & _mode(ceiling, "ceiling"))
+    return f"{_mode(current, 'current mode') & _mode(ceiling, 'ceiling'):04o}"
 
 
 class FilterModule:

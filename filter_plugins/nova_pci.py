@@ -69,8 +69,7 @@ def _check_plans(plans):
               % (type(plans).__name__, plans))
     for host, plan in plans.items():
         if not isinstance(plan, dict):
-            _fail("nova_pci: the plan of host %s must be a mapping, got %s: %r"
-                  % (host, type(plan).__name__, plan))
+            _fail(f"nova_pci: the plan of host {host} must be a mapping, got {type(plan).__name__}: {plan!r}")
         if plan.get("host", host) != host:
             _fail("nova_pci: the plan given for host %s says it belongs to host %s: "
                   "re-run playbooks/plan.yml for %s" % (host, plan["host"], host))
@@ -80,19 +79,18 @@ def _check_ids(host, what, item):
     for key in ("vendor_id", "product_id"):
         value = item.get(key)
         if not pci_address.is_id(value):
-            _fail("nova_pci: host %s: %s has %s %r, expected 4 lowercase hex digits such as "
-                  "'10de'" % (host, what, key, value))
+            _fail(f"nova_pci: host {host}: {what} has {key} {value!r}, expected 4 lowercase hex digits such as '10de'")
 
 
 def _check_alias(host, alias):
     if not isinstance(alias, dict):
-        _fail("nova_pci: host %s: an alias must be a mapping, got %r" % (host, alias))
+        _fail(f"nova_pci: host {host}: an alias must be a mapping, got {alias!r}")
     name = alias.get("name")
     problem = alias_name_error(name)
     if problem:
         _fail("nova_pci: host %s: alias name %r is not usable in a flavor extra spec: %s; "
               "set it with the policy's alias_names" % (host, name, problem))
-    _check_ids(host, "alias %s" % name, alias)
+    _check_ids(host, f"alias {name}", alias)
     if alias.get("device_type") not in DEVICE_TYPES:
         _fail("nova_pci: host %s: alias %s has device_type %r, expected one of %s"
               % (host, name, alias.get("device_type"), ", ".join(DEVICE_TYPES)))
@@ -115,7 +113,7 @@ def nova_pci_aliases(plans):
     for host in sorted(plans):
         aliases = plans[host].get("aliases") or []
         if not isinstance(aliases, list):
-            _fail("nova_pci: host %s: plan.aliases must be a list, got %r" % (host, aliases))
+            _fail(f"nova_pci: host {host}: plan.aliases must be a list, got {aliases!r}")
         for alias in aliases:
             _check_alias(host, alias)
             name = alias["name"]
@@ -163,21 +161,21 @@ def nova_pci_device_spec(plan, host):
     _check_plans({host: plan})
     selected = plan.get("selected") or []
     if not isinstance(selected, list):
-        _fail("nova_pci: host %s: plan.selected must be a list, got %r" % (host, selected))
+        _fail(f"nova_pci: host {host}: plan.selected must be a list, got {selected!r}")
     specs = []
     seen = set()
     for dev in selected:
         if not isinstance(dev, dict):
-            _fail("nova_pci: host %s: a selected device must be a mapping, got %r" % (host, dev))
+            _fail(f"nova_pci: host {host}: a selected device must be a mapping, got {dev!r}")
         address = dev.get("address")
         if not pci_address.is_address(address):
             _fail("nova_pci: host %s: selected device address %r is not a full PCI address "
                   "such as '0000:27:00.0' (domain:bus:slot.function, lowercase hex)"
                   % (host, address))
         if address in seen:
-            _fail("nova_pci: host %s: device %s is selected twice in the plan" % (host, address))
+            _fail(f"nova_pci: host {host}: device {address} is selected twice in the plan")
         seen.add(address)
-        _check_ids(host, "device %s" % address, dev)
+        _check_ids(host, f"device {address}", dev)
         specs.append({"address": address, "vendor_id": dev["vendor_id"],
                       "product_id": dev["product_id"]})
     return sorted(specs, key=lambda s: s["address"])
@@ -192,8 +190,7 @@ def nova_pci_enabled_filters(extra=None):
     if extra is None:
         extra = []
     if not isinstance(extra, list) or not all(isinstance(f, str) and f for f in extra):
-        _fail("nova_pci: extra scheduler filters must be a list of filter class names, got %r"
-              % (extra,))
+        _fail(f"nova_pci: extra scheduler filters must be a list of filter class names, got {extra!r}")
     result = []
     for name in NOVA_DEFAULT_ENABLED_FILTERS + (PCI_FILTER,) + tuple(extra):
         if name not in result:
@@ -280,13 +277,13 @@ def nova_pci_override_check(files, hosts, aliases, begin, end, controllers=None)
     if not isinstance(files, dict):
         _fail("nova_pci: files must be a mapping {path: text}, got %r" % (files,))
     if not isinstance(hosts, list):
-        _fail("nova_pci: hosts must be a list of host names, got %r" % (hosts,))
+        _fail(f"nova_pci: hosts must be a list of host names, got {hosts!r}")
     controllers = controllers or []
     our_names = {a["name"] for a in aliases}
     parsed = {}
     for path, text in files.items():
         if not isinstance(text, str):
-            _fail("nova_pci: content of %s must be text, got %r" % (path, text))
+            _fail(f"nova_pci: content of {path} must be text, got {text!r}")
         parsed[path] = _parse_ini(text, begin, end)
 
     conflicts = []
@@ -309,7 +306,7 @@ def nova_pci_override_check(files, hosts, aliases, begin, end, controllers=None)
     # 2. enabled_filters anywhere the scheduler reads it: it must keep PciPassthroughFilter.
     scheduler_files = ["global.conf", "nova.conf", "nova/nova-scheduler.conf"]
     for host in sorted(controllers):
-        scheduler_files += ["nova/%s/nova.conf" % host, "nova/%s/nova-scheduler.conf" % host]
+        scheduler_files += [f"nova/{host}/nova.conf", f"nova/{host}/nova-scheduler.conf"]
     for path in scheduler_files:
         for _, _, value, line in settings(path, "filter_scheduler", "enabled_filters"):
             names = [v.strip() for v in value.split(",") if v.strip()]

@@ -32,15 +32,14 @@ def lifetime_report(result, check_mode=False):
         raise AnsibleFilterError("lifetime_report expects the result of os_server_lifetimes (keys %s), got %r"
                                  % (", ".join(LIFETIME_KEYS), result if not isinstance(result, dict)
                                     else sorted(result)))
-    lines = ["checked %s server(s) at %s" % (result.get("checked", 0), result.get("now", "?"))]
+    lines = [f"checked {result.get('checked', 0)} server(s) at {result.get('now', '?')}"]
     verb = {"shelve": ("would shelve" if check_mode else "shelved"),
             "delete": ("would delete" if check_mode else "deleted")}
     for entry in result["would_act"]:
-        lines.append("%s %s: %s" % (verb.get(entry.get("action"), entry.get("action")), _server(entry),
-                                    entry.get("reason")))
+        lines.append(f"{verb.get(entry.get('action'), entry.get('action'))} {_server(entry)}: {entry.get('reason')}")
     for key, word in (("exempt", "exempt"), ("not_acted", "not acted on"), ("invalid_metadata", "bad metadata")):
         for entry in result[key]:
-            lines.append("%s %s: %s" % (word, _server(entry), entry.get("reason")))
+            lines.append(f"{word} {_server(entry)}: {entry.get('reason')}")
     if len(lines) == 1:
         lines.append("nothing past its maximum age")
     return lines
@@ -53,16 +52,16 @@ def ogc_image_upload(pair, default_properties=None):
     """os_images item for a built image: name, file, checksum sha256:HEX, formats, properties."""
     if not isinstance(pair, (list, tuple)) or len(pair) != 2 or not isinstance(pair[0], dict) \
             or not isinstance(pair[1], dict):
-        raise AnsibleFilterError("ogc_image_upload expects [image_builds item, stat result], got %r" % (pair,))
+        raise AnsibleFilterError(f"ogc_image_upload expects [image_builds item, stat result], got {pair!r}")
     image, stat = pair
     if not image.get("name"):
-        raise AnsibleFilterError("ogc_image_upload: the image has no name: %r" % (image,))
+        raise AnsibleFilterError(f"ogc_image_upload: the image has no name: {image!r}")
     if not stat.get("exists") or not stat.get("checksum"):
         raise AnsibleFilterError("ogc_image_upload: no file (or no sha256 checksum) for image %s at %s"
                                  % (image["name"], stat.get("path")))
     properties = dict(default_properties or {})
     properties.update(image.get("properties") or {})
-    out = dict(name=image["name"], file=stat["path"], checksum="sha256:%s" % stat["checksum"],
+    out = dict(name=image["name"], file=stat["path"], checksum=f"sha256:{stat['checksum']}",
                properties=properties)
     for key in UPLOAD_KEYS:
         if image.get(key) is not None:

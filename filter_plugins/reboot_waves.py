@@ -46,7 +46,7 @@ def wave_size(batch, fleet_size):
 def reboot_waves(hosts, batch, fleet_size):
     """The waves for these hosts (in order): one canary host, then waves of wave_size(batch, fleet_size)."""
     if not isinstance(hosts, (list, tuple)) or not all(isinstance(h, str) for h in hosts):
-        raise AnsibleFilterError("passthrough_reboot_waves: hosts must be a list of host names, got %r" % (hosts,))
+        raise AnsibleFilterError(f"passthrough_reboot_waves: hosts must be a list of host names, got {hosts!r}")
     size = wave_size(batch, fleet_size)
     hosts = list(hosts)
     waves = [hosts[:1]] if hosts else []

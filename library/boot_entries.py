@@ -131,7 +131,7 @@ def read_entries(root, family, output):
                 continue
             entries.append((shown, fields["options"]))
         if not entries:
-            raise bf.BootFilesError("%s has no kernel entry: the boot-config tool generated nothing to boot" % output)
+            raise bf.BootFilesError(f"{output} has no kernel entry: the boot-config tool generated nothing to boot")
         return entries
     if not os.path.exists(real):
         raise bf.BootFilesError("%s does not exist: the boot-config tool did not generate it (set "
@@ -161,9 +161,9 @@ def run(params):
                   expected=expected, sources=sources, diagnosis="")
     if problems:
         from_files = bc.readback_problems([("x", expected)], params["present"], params["absent"])
-        where = ", ".join("%s from %s" % (name, sources[name]) for name in bc.CMDLINE_VARIABLES)
+        where = ", ".join(f"{name} from {sources[name]}" for name in bc.CMDLINE_VARIABLES)
         if from_files:
-            why = ("the GRUB files themselves do not give them (%s: %s)" % (where, " ".join(expected) or "nothing"))
+            why = f"the GRUB files themselves do not give them ({where}: {' '.join(expected) or 'nothing'})"
         else:
             why = ("the GRUB files do give them (%s: %s), so something overrides the files: a script in "
                    "/etc/grub.d, GRUB_DEFAULT choosing another entry, or the tool writing another file than %s"

@@ -185,7 +185,7 @@ def main():
             os.chmod(tmp, 0o644)
             module.atomic_move(tmp, path, unsafe_writes=False)
         except OSError as exc:
-            module.fail_json(msg="cannot write %s: %s" % (params["path"], to_native(exc)), **result)
+            module.fail_json(msg=f"cannot write {params['path']}: {to_native(exc)}", **result)
     module.exit_json(**result)
 
 

@@ -56,7 +56,7 @@ class BootConfigError(Exception):
 
 def _check_family(family):
     if family not in FAMILIES:
-        raise BootConfigError("OS family %r is not supported (only %s)" % (family, ", ".join(sorted(FAMILIES))))
+        raise BootConfigError(f"OS family {family!r} is not supported (only {', '.join(sorted(FAMILIES))})")
 
 
 def default_variable(family):
@@ -219,7 +219,7 @@ def parse_file(path, text, variables=CMDLINE_VARIABLES):
             if suffix[:1] in "\"'$" or not suffix[:1].isspace():
                 _refuse(path, lineno, line, "adjacent quoting or text after the closing quote (%r) is not "
                                             "modelled" % suffix.strip())
-            _refuse(path, lineno, line, "more than one command on the line (%r) is not modelled" % suffix.strip())
+            _refuse(path, lineno, line, f"more than one command on the line ({suffix.strip()!r}) is not modelled")
         words = _words(path, lineno, line, text_value)
         found.append(Assignment(path, lineno, match.group("name"), match.group("lead"), quote, words, suffix, eol))
     return found
@@ -305,12 +305,12 @@ def plan_edit(files, variable, present, absent):
     try:
         kc.check([], present, absent)  # validates the plan itself
     except kc.CmdlineError as exc:
-        raise BootConfigError("the planned arguments: %s" % exc) from None
+        raise BootConfigError(f"the planned arguments: {exc}") from None
     values, assignments = evaluate(files)
     before = kernel_args(values)
     mine = [a for a in assignments if a.name == variable]
     if not mine:
-        raise BootConfigError("no line assigns %s in %s" % (variable, ", ".join(p for p, _ in files)))
+        raise BootConfigError(f"no line assigns {variable} in {', '.join((p for p, _ in files))}")
     target = mine[-1]
     new_args = {}
     for assignment in assignments:
@@ -390,7 +390,7 @@ def grub_cfg_default_args(text, path="/boot/grub/grub.cfg"):
                     return kc.split(match.group(2) or "")
                 except kc.CmdlineError as exc:
                     raise BootConfigError("%s line %d: %s" % (path, lineno, exc)) from None
-    raise BootConfigError("%s has no menu entry with a linux line: the boot-config tool found no kernel" % path)
+    raise BootConfigError(f"{path} has no menu entry with a linux line: the boot-config tool found no kernel")
 
 
 def bls_entry(text, path):
@@ -404,7 +404,7 @@ def bls_entry(text, path):
     try:
         fields["options"] = kc.split(fields.get("options", ""))
     except kc.CmdlineError as exc:
-        raise BootConfigError("%s, options line: %s" % (path, exc)) from None
+        raise BootConfigError(f"{path}, options line: {exc}") from None
     return fields
 
 
@@ -416,5 +416,5 @@ def readback_problems(entries, present, absent):
         literal = [a for a in args if not a.startswith("$")]
         problems = kc.check(literal, present, absent)
         if problems:
-            out.append("%s %s" % (where, "; ".join(problems)))
+            out.append(f"{where} {'; '.join(problems)}")
     return out

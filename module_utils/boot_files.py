@@ -26,10 +26,9 @@ def host_path(root, path, what="path"):
     """``path`` (absolute, as on the host) joined under ``root``. A relative path is refused: it would
     resolve against the controller's working directory, outside the host."""
     if not isinstance(path, str) or not path.startswith("/"):
-        raise BootFilesError("%s %r is not an absolute path: give it as on the host, e.g. /etc/default/grub"
-                             % (what, path))
+        raise BootFilesError(f"{what} {path!r} is not an absolute path: give it as on the host, e.g. /etc/default/grub")
     if not isinstance(root, str) or not root.startswith("/"):
-        raise BootFilesError("root %r is not an absolute path" % (root,))
+        raise BootFilesError(f"root {root!r} is not an absolute path")
     if root.rstrip("/") == "":
         return os.path.normpath(path)
     return os.path.normpath(os.path.join(root, path.lstrip("/")))
@@ -55,7 +54,7 @@ def resolve(root, path):
         if os.path.islink(real):
             links += 1
             if links > MAX_LINKS:
-                raise BootFilesError("%s: too many levels of symbolic links" % path)
+                raise BootFilesError(f"{path}: too many levels of symbolic links")
             target = os.readlink(real)
             if target.startswith("/"):
                 done = []
@@ -71,12 +70,12 @@ def read_text(real, shown):
     if not os.path.exists(real):
         raise FileNotFoundError(shown)
     if not os.path.isfile(real):
-        raise BootFilesError("%s is not a regular file" % shown)
+        raise BootFilesError(f"{shown} is not a regular file")
     try:
         with open(real, "rb") as handle:
             return handle.read().decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise BootFilesError("cannot read %s: %s" % (shown, exc)) from None
+        raise BootFilesError(f"cannot read {shown}: {exc}") from None
 
 
 def sourced_files(root, family, grub_path, dropin_dir):

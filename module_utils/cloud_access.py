@@ -43,9 +43,9 @@ def load_allow_list(path):
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
     except OSError as exc:
-        raise ValueError("cannot read the allow-list file %s: %s" % (path, exc.strerror or exc))
+        raise ValueError(f"cannot read the allow-list file {path}: {exc.strerror or exc}")
     except ValueError as exc:
-        raise ValueError("the allow-list file %s is not valid JSON: %s" % (path, exc))
+        raise ValueError(f"the allow-list file {path} is not valid JSON: {exc}")
     if not isinstance(data, list) or not all(isinstance(item, str) for item in data):
         raise ValueError("the allow-list file %s must hold a JSON list of logins (strings), e.g. [\"alice\", \"bob\"]"
                          % path)
@@ -81,7 +81,7 @@ def plan(logins, declared_projects, existing_projects, users, assigned, user_pro
     for project in declared_projects:
         have = existing_projects.get(project["name"])
         if have is None:
-            actions.append(("create_project", "project %s" % project["name"], project))
+            actions.append(("create_project", f"project {project['name']}", project))
             continue
         changes = {}
         if project.get("description") is not None and project["description"] != (have.get("description") or ""):
@@ -89,20 +89,20 @@ def plan(logins, declared_projects, existing_projects, users, assigned, user_pro
         if project["enabled"] != have["enabled"]:
             changes["is_enabled"] = project["enabled"]
         if changes:
-            actions.append(("update_project", "project %s" % project["name"], dict(have, changes=changes)))
+            actions.append(("update_project", f"project {project['name']}", dict(have, changes=changes)))
         else:
-            actions.append(("unchanged", "project %s" % project["name"], None))
+            actions.append(("unchanged", f"project {project['name']}", None))
     on_list = set(logins)
     for login in logins:
         have = users.get(login)
         if have is None:
-            actions.append(("create_user", "user %s" % login, login))
+            actions.append(("create_user", f"user {login}", login))
         elif have["description"] != marker:
-            actions.append(("unmanaged", "user %s" % login, have))
+            actions.append(("unmanaged", f"user {login}", have))
         elif not have["enabled"]:
-            actions.append(("enable_user", "user %s" % login, have))
+            actions.append(("enable_user", f"user {login}", have))
         else:
-            actions.append(("unchanged", "user %s" % login, None))
+            actions.append(("unchanged", f"user {login}", None))
         for project in user_projects:
             if (login, project) not in assigned:
                 actions.append(("assign", None, (login, project)))
@@ -110,7 +110,7 @@ def plan(logins, declared_projects, existing_projects, users, assigned, user_pro
         for name in sorted(users):
             have = users[name]
             if name not in on_list and have["description"] == marker and have["enabled"]:
-                actions.append(("disable_user", "user %s" % name, have))
+                actions.append(("disable_user", f"user {name}", have))
     return actions
 
 
@@ -129,7 +129,7 @@ def prepare(params):
         try:
             logins = load_allow_list(params["allow_list_file"])
         except ValueError as exc:
-            return None, dict(msg="%s; nothing was written" % exc, errors=["%s" % exc])
+            return None, dict(msg=f"{exc}; nothing was written", errors=[f"{exc}"])
     errors = validate(logins, params["projects"], params["user_projects"])
     if errors:
         return None, dict(msg="invalid access declaration, nothing was written: " + "; ".join(errors), errors=errors)
@@ -170,7 +170,7 @@ def read_user_role(cm, params, logins, projects_by, users_by_id):
     if needs_role:
         role = cm.call("looking up role", params["user_role"], ident.find_role, params["user_role"])
         if role is None:
-            cm.fail("role '%s' does not exist (user_role); nothing was written" % params["user_role"])
+            cm.fail(f"role '{params['user_role']}' does not exist (user_role); nothing was written")
     declared_names = set(p["name"] for p in params["projects"])
     for name in params["user_projects"]:
         if name not in declared_names and name not in projects_by:
@@ -201,10 +201,10 @@ def read_extra_assignments(cm, params, logins, projects_by, users, users_by_id):
             cm.fail("role_assignments: user '%s' does not exist in domain %s; nothing was written"
                     % (item["user"], params["user_domain"]))
         if item["project"] not in projects_by and item["project"] not in declared_names:
-            cm.fail("role_assignments: project '%s' does not exist; nothing was written" % item["project"])
+            cm.fail(f"role_assignments: project '{item['project']}' does not exist; nothing was written")
         extra_role = cm.call("looking up role", item["role"], ident.find_role, item["role"])
         if extra_role is None:
-            cm.fail("role_assignments: role '%s' does not exist; nothing was written" % item["role"])
+            cm.fail(f"role_assignments: role '{item['role']}' does not exist; nothing was written")
         extra.append((item, extra_role))
 
     # Extra assignments: checked per pair against the server (one list call each).
@@ -213,7 +213,7 @@ def read_extra_assignments(cm, params, logins, projects_by, users, users_by_id):
         user_name = users_by_id.get(item["user"], item["user"])
         project = projects_by.get(item["project"])
         if project is not None and user_name in users:
-            found = cm.call("listing role assignments of", "user %s" % user_name, lambda: list(
+            found = cm.call("listing role assignments of", f"user {user_name}", lambda: list(
                 ident.role_assignments(scope_project_id=project.id, user_id=users[user_name]["id"],
                                        role_id=extra_role.id)))
             if found:
@@ -245,7 +245,7 @@ def make_plan(params, logins, state):
             detail = detail + (state["role"],)
         if kind in ("assign", "assign_extra"):
             user, project, role = detail
-            label = "%s to %s on %s" % (role["name"], user, project)
+            label = f"{role['name']} to {user} on {project}"
             after.setdefault("assignments", []).append(label)
         elif kind == "unmanaged":
             warnings.append("%s exists without the marker '%s': it gets its roles but is never disabled by this "

@@ -68,7 +68,7 @@ def parse_alias_spec(value):
         item = raw.strip()
         match = ALIAS_ITEM_RE.match(item)
         if not match:
-            raise ValueError("'%s' is not ALIAS:COUNT" % item)
+            raise ValueError(f"'{item}' is not ALIAS:COUNT")
         count = int(match.group(2))
         if count < 1:
             raise ValueError("'%s' asks for %d devices; COUNT must be a positive integer" % (item, count))
@@ -92,7 +92,7 @@ def validate(flavors, known_aliases):
         name = flavor.get("name") or ""
         label = "flavors[%d] (%s)" % (index, name or "no name")
         if not name.strip():
-            errors.append("%s: name must not be empty" % label)
+            errors.append(f"{label}: name must not be empty")
         if name in seen:
             errors.append("%s: name '%s' is declared twice (also flavors[%d])" % (label, name, seen[name]))
         seen.setdefault(name, index)
@@ -107,10 +107,9 @@ def validate(flavors, known_aliases):
             key = str(key)
             text = spec_value(value)
             if not KEY_RE.match(key):
-                errors.append("%s: extra spec key '%s' must be 1-255 characters of letters, digits, '-_:. '"
-                              % (label, key))
+                errors.append(f"{label}: extra spec key '{key}' must be 1-255 characters of letters, digits, '-_:. '")
             if len(text) > 255:
-                errors.append("%s: extra spec %s is longer than 255 characters" % (label, key))
+                errors.append(f"{label}: extra spec {key} is longer than 255 characters")
             if key == ALIAS_KEY:
                 try:
                     aliases = parse_alias_spec(text)
@@ -127,7 +126,7 @@ def validate(flavors, known_aliases):
                                 "(aliases in the passthrough plans: %s); fix the flavor or the hosts' alias "
                                 "policy" % (label, key, alias, ", ".join(sorted(known_aliases)) or "none"))
             elif key in BOOL_SPECS and text.lower() not in BOOL_WORDS:
-                errors.append("%s: extra spec %s='%s' must be true or false" % (label, key, text))
+                errors.append(f"{label}: extra spec {key}='{text}' must be true or false")
     return errors
 
 
@@ -166,14 +165,14 @@ def plan(declared, existing, access, project_ids, purge_extra_specs=True, recrea
                 want["vcpus"], want["ram"], want["disk"],
                 ", extra specs %s" % want["extra_specs"] if want["extra_specs"] else "")]
             if want_projects:
-                changes.append("give access to projects %s" % ", ".join(want_projects))
+                changes.append(f"give access to projects {', '.join(want_projects)}")
             actions.append(dict(action="create", name=name, want=want, projects=want_projects, changes=changes))
             continue
         fields = [f for f in IMMUTABLE if want[f] != have[f]]
         if want.get("id") and want["id"] != have["id"]:
             fields.append("id")
         if fields:
-            words = ["%s: %s -> %s" % (f, have[f], want[f]) for f in fields]
+            words = [f"{f}: {have[f]} -> {want[f]}" for f in fields]
             if not recreate_on_change:
                 errors.append("flavor %s: %s cannot change in place (Nova flavors are immutable); set "
                               "recreate_on_change: true to delete and create it again (it gets a new ID unless "
@@ -195,11 +194,11 @@ def plan(declared, existing, access, project_ids, purge_extra_specs=True, recrea
             old = have["extra_specs"].get(key)
             changes.append("extra spec %s: %s -> '%s'" % (key, "absent" if old is None else "'%s'" % old,
                                                           set_specs[key]))
-        changes += ["extra spec %s: '%s' -> absent" % (k, have["extra_specs"][k]) for k in unset_specs]
-        changes += ["give access to project %s" % p for p in add_projects]
-        changes += ["remove access of project %s" % p for p in remove_projects]
+        changes += [f"extra spec {k}: '{have['extra_specs'][k]}' -> absent" for k in unset_specs]
+        changes += [f"give access to project {p}" for p in add_projects]
+        changes += [f"remove access of project {p}" for p in remove_projects]
         if set_description:
-            changes.append("description -> '%s'" % description)
+            changes.append(f"description -> '{description}'")
         if changes:
             actions.append(dict(action="update", name=name, id=have["id"], want=want, have=have,
                                 set_specs=set_specs, unset_specs=unset_specs, add_projects=add_projects,
@@ -283,7 +282,7 @@ def apply(cm, _params, _state, action, applied):
             cm.call("setting extra specs of flavor", name, compute.create_flavor_extra_specs, flavor,
                     want["extra_specs"])
         for project in act["projects"]:
-            cm.call("giving project %s access to flavor" % project, name, compute.flavor_add_tenant_access,
+            cm.call(f"giving project {project} access to flavor", name, compute.flavor_add_tenant_access,
                     flavor, project)
         applied[name] = flavor.id
         return
@@ -293,13 +292,13 @@ def apply(cm, _params, _state, action, applied):
         cm.call("setting extra specs of flavor", name, compute.create_flavor_extra_specs, flavor,
                 act["set_specs"])
     for key in act["unset_specs"]:
-        cm.call("removing extra spec %s of flavor" % key, name, compute.delete_flavor_extra_specs_property,
+        cm.call(f"removing extra spec {key} of flavor", name, compute.delete_flavor_extra_specs_property,
                 flavor, key)
     for project in act["add_projects"]:
-        cm.call("giving project %s access to flavor" % project, name, compute.flavor_add_tenant_access,
+        cm.call(f"giving project {project} access to flavor", name, compute.flavor_add_tenant_access,
                 flavor, project)
     for project in act["remove_projects"]:
-        cm.call("removing access of project %s to flavor" % project, name,
+        cm.call(f"removing access of project {project} to flavor", name,
                 compute.flavor_remove_tenant_access, flavor, project)
     if act["description"] is not None:
         cm.call("updating the description of flavor", name, compute.update_flavor, flavor,
@@ -350,7 +349,7 @@ def read_state(cm, declared):
     try:
         listed = cm.call("listing", "flavors", list_flavors, compute)
     except ValueError as exc:
-        cm.fail("cannot list the flavors: %s; nothing was written" % exc)
+        cm.fail(f"cannot list the flavors: {exc}; nothing was written")
     existing = {}
     for flavor in listed:
         existing[flavor["name"]] = current_view(flavor)

@@ -49,7 +49,7 @@ def parse_checksum(text):
     """'sha256:HEX' / 'HEX' / 'sha512:HEX' / 'md5:HEX' -> (algorithm, lowercase hex); ValueError otherwise."""
     match = CHECKSUM_RE.match(text.strip())
     if not match:
-        raise ValueError("'%s' is not ALGORITHM:HEX (sha256, sha512 or md5)" % text)
+        raise ValueError(f"'{text}' is not ALGORITHM:HEX (sha256, sha512 or md5)")
     algo = match.group(1) or "sha256"
     digest = match.group(2).lower()
     if len(digest) != HEX_LENGTH[algo]:
@@ -63,24 +63,24 @@ def validate(images):
     for index, image in enumerate(images):
         label = "images[%d] (%s)" % (index, image["name"])
         if image["name"] in seen:
-            errors.append("%s: name declared twice" % label)
+            errors.append(f"{label}: name declared twice")
         seen.add(image["name"])
         if bool(image.get("file")) == bool(image.get("url")):
-            errors.append("%s: give exactly one of file and url" % label)
+            errors.append(f"{label}: give exactly one of file and url")
         if image.get("url") and not image.get("checksum"):
-            errors.append("%s: a url image needs a checksum (sha256:HEX), so that re-runs need not download it" % label)
+            errors.append(f"{label}: a url image needs a checksum (sha256:HEX), so that re-runs need not download it")
         if image.get("url") and not re.match(r"^https?://", image["url"]):
-            errors.append("%s: url '%s' must be http:// or https://" % (label, image["url"]))
+            errors.append(f"{label}: url '{image['url']}' must be http:// or https://")
         if image.get("checksum"):
             try:
                 parse_checksum(image["checksum"])
             except ValueError as exc:
-                errors.append("%s: checksum %s" % (label, exc))
+                errors.append(f"{label}: checksum {exc}")
         if image.get("file") and not os.path.isfile(image["file"]):
-            errors.append("%s: file %s does not exist" % (label, image["file"]))
+            errors.append(f"{label}: file {image['file']} does not exist")
         for field in ("min_disk", "min_ram"):
             if image.get(field, 0) < 0:
-                errors.append("%s: %s must be >= 0" % (label, field))
+                errors.append(f"{label}: {field} must be >= 0")
     return errors
 
 
@@ -100,7 +100,7 @@ def mismatch(image, hashes):
         return None
     algo, digest = parse_checksum(image["checksum"])
     if hashes[algo] != digest:
-        return "the data has %s %s, the declared checksum is %s" % (algo, hashes[algo], digest)
+        return f"the data has {algo} {hashes[algo]}, the declared checksum is {digest}"
     return None
 
 
@@ -143,7 +143,7 @@ def download(cm, image, directory):
         with open(path, "wb") as out:
             shutil.copyfileobj(response, out, 1 << 20)
     except Exception as exc:  # pylint: disable=broad-except
-        cm.fail("image %s: cannot download %s: %s" % (image["name"], image["url"], exc), failed_item=image["name"])
+        cm.fail(f"image {image['name']}: cannot download {image['url']}: {exc}", failed_item=image["name"])
     return path
 
 
@@ -155,7 +155,7 @@ def current_images(cm):
     while path:
         response = cm.call("listing", "images", cm.conn.image.get, path)
         if response.status_code >= 400:
-            cm.fail("listing images failed: HTTP %s: %s" % (response.status_code, response.text[:300]))
+            cm.fail(f"listing images failed: HTTP {response.status_code}: {response.text[:300]}")
         body = response.json()
         for raw in body.get("images", []):
             if raw.get("os_hidden"):
@@ -176,7 +176,7 @@ def wait_active(cm, image_id, name):
         if img.status == "active":
             return img
         if img.status in ("killed", "deleted", "deactivated"):
-            cm.fail("image %s: upload ended in status %s" % (name, img.status), failed_item=name)
+            cm.fail(f"image {name}: upload ended in status {img.status}", failed_item=name)
         if time.time() > deadline:
             cm.fail("image %s: not active after %d s (status %s)" % (name, cm.params["timeout"], img.status),
                     failed_item=name)
@@ -282,7 +282,7 @@ def apply(cm, params, _existing, action, applied):
             hashes = hash_file(path)
             problem = mismatch(image, hashes)
             if problem:
-                cm.fail("image %s: checksum mismatch for %s: %s; nothing was uploaded" % (name, image["url"], problem),
+                cm.fail(f"image {name}: checksum mismatch for {image['url']}: {problem}; nothing was uploaded",
                         failed_item=name)
             kind, changes = plan_image(image, have, hashes["sha256"])
             if kind in ("update", "unchanged"):  # same content after all (a URL declared by sha512 or md5)

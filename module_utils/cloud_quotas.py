@@ -66,7 +66,7 @@ def project_difference(want, have, class_change):
             diff[key] = (current, value)
         elif key in class_change and current == class_change[key][0] and value != class_change[key][1]:
             diff[key] = (current, value)
-            notes[key] = " (pinned: the class default changes to %s)" % class_change[key][1]
+            notes[key] = f" (pinned: the class default changes to {class_change[key][1]})"
     return diff, notes
 
 
@@ -107,13 +107,13 @@ def read(cm, params, _declared=None):
     for entry in params["projects"]:
         if entry["project"] not in projects:
             cm.fail("project '%s' does not exist (declare it first, e.g. with os_access); nothing was written"
-                    % entry["project"], failed_item="project %s" % entry["project"])
+                    % entry["project"], failed_item=f"project {entry['project']}")
     # One GET per project (Nova has no bulk read), concurrently.
     current = cm.read_all("reading quotas of project", params["projects"],
                           lambda entry: read_project_quotas(compute, projects[entry["project"]]),
                           label=lambda entry: entry["project"])
     for entry, have in zip(params["projects"], current):
-        targets.append(("project %s" % entry["project"], projects[entry["project"]].id, declared_values(entry),
+        targets.append((f"project {entry['project']}", projects[entry["project"]].id, declared_values(entry),
                         quota_view(have)))
     return targets
 
@@ -138,7 +138,7 @@ def make_plan(_params, _declared, targets):
         after[label] = dict((k, new) for k, (old, new) in diff.items())
         actions.append(Action("updated", label, dict(
             project_id=project_id, values=dict(after[label]),
-            changes=["%s: %s -> %s%s" % (k, old, new, notes.get(k, "")) for k, (old, new) in diff.items()])))
+            changes=[f"{k}: {old} -> {new}{notes.get(k, '')}" for k, (old, new) in diff.items()])))
     return Plan(actions, before, after)
 
 

@@ -55,13 +55,13 @@ def validate(params):
         errors.append("reason %r must start with owner_prefix %r, or the enabling run would not recognise the "
                       "service as disabled by this module" % (params.get("reason"), prefix))
     if params.get("timeout") is None or params["timeout"] <= 0:
-        errors.append("timeout=%s must be a positive number of seconds" % params.get("timeout"))
+        errors.append(f"timeout={params.get('timeout')} must be a positive number of seconds")
     now = datetime.datetime.now(datetime.timezone.utc)
     if params.get("now") is not None:
         try:
             now = parse_time(params["now"])
         except ValueError:
-            errors.append("now=%r is not an ISO 8601 date-time (e.g. 2026-11-21T18:00:00Z)" % params["now"])
+            errors.append(f"now={params['now']!r} is not an ISO 8601 date-time (e.g. 2026-11-21T18:00:00Z)")
     return errors, now
 
 
@@ -82,7 +82,7 @@ def classify(servers, mode, now, exempt_key="ogc:exempt", expires_key="ogc:expir
     lists the ones it keeps, with the reason. Exempt and not-shelvable servers still block.
     """
     if mode not in MODES:
-        raise ValueError("mode %r is not one of %s" % (mode, ", ".join(MODES)))
+        raise ValueError(f"mode {mode!r} is not one of {', '.join(MODES)}")
     out = dict(blocking=[], to_shelve=[], exempt=[], idle=[])
     for server in servers:
         if server["status"] in IDLE and not server.get("task_state"):
@@ -95,7 +95,7 @@ def classify(servers, mode, now, exempt_key="ogc:exempt", expires_key="ogc:expir
         if kind == "exempt":
             out["exempt"].append(dict(server, reason=detail))
         elif kind == "expires" and now < detail:
-            out["exempt"].append(dict(server, reason="metadata %s: kept until %s" % (expires_key, iso(detail))))
+            out["exempt"].append(dict(server, reason=f"metadata {expires_key}: kept until {iso(detail)}"))
         elif server["status"] in SHELVABLE and not server.get("task_state"):
             out["to_shelve"].append(server)
     return out
@@ -150,7 +150,7 @@ def _api_error(exc):
 
 
 def host_servers(cm, host):
-    listed = cm.call("listing", "servers on host %s" % host,
+    listed = cm.call("listing", f"servers on host {host}",
                      lambda: list(cm.conn.compute.servers(details=True, all_projects=True, compute_host=host)))
     return [server_view(s) for s in listed]
 
@@ -181,7 +181,7 @@ def drain(cm, params, now):
         result["outcome"] = "would_drain" if servers["blocking"] else "drained"
         return changed, result
     if action == "disable":
-        cm.call("disabling", "%s on %s" % (params["binary"], host), cm.conn.compute.disable_service, service,
+        cm.call("disabling", f"{params['binary']} on {host}", cm.conn.compute.disable_service, service,
                 host, params["binary"], disabled_reason=params["reason"])
         cm.record("disabled", host)
         result["service"].update(status="disabled", disabled_reason=params["reason"])
@@ -189,15 +189,15 @@ def drain(cm, params, now):
             # A server may have landed between the first look and the disable: look again.
             again = classify(host_servers(cm, host), mode, now, params["exempt_key"], params["expires_key"])
             if again["blocking"]:
-                cm.call("enabling", "%s on %s" % (params["binary"], host), cm.conn.compute.enable_service, service,
+                cm.call("enabling", f"{params['binary']} on {host}", cm.conn.compute.enable_service, service,
                         host, params["binary"])
                 result["service"].update(status="enabled", disabled_reason=None)
                 result.update(outcome="skipped", blocking=again["blocking"])
                 return True, result
     for server in servers["to_shelve"]:
-        cm.call("shelving server", "%s (%s) on %s" % (server["name"], server["id"], host),
+        cm.call("shelving server", f"{server['name']} ({server['id']}) on {host}",
                 cm.conn.compute.shelve_server, server["id"])
-        cm.record("updated", "%s (shelved)" % server["name"])
+        cm.record("updated", f"{server['name']} (shelved)")
         result["shelved"].append(server)
     result["waited_s"] = wait_idle(cm, params, now, servers["blocking"])
     result["outcome"] = "drained"
@@ -242,7 +242,7 @@ def enable(cm, params):
         result.update(outcome="left_disabled", foreign_reason=service.disabled_reason)
         return False, result
     if not cm.check_mode:
-        cm.call("enabling", "%s on %s" % (params["binary"], host), cm.conn.compute.enable_service, service, host,
+        cm.call("enabling", f"{params['binary']} on {host}", cm.conn.compute.enable_service, service, host,
                 params["binary"])
         cm.record("enabled", host)
         result["service"].update(status="enabled", disabled_reason=None)

@@ -59,7 +59,7 @@ def update(state, pending_add=(), pending_remove=(), record_reboot=None, clear_r
     """The state after one change (a new dict; the input is not modified)."""
     for step in list(pending_add) + list(pending_remove):
         if step not in STEPS:
-            raise StateError("unknown step %r (known: %s)" % (step, ", ".join(STEPS)))
+            raise StateError(f"unknown step {step!r} (known: {', '.join(STEPS)})")
     pending = (set(state["pending"]) | set(pending_add)) - set(pending_remove)
     new = {"version": VERSION, "pending": [p for p in STEPS if p in pending], "reboot": state.get("reboot")}
     if clear_reboot:
@@ -81,8 +81,8 @@ def reboot_decision(state, boot_id, print_now):
     if not last:
         return True, "no reboot recorded"
     if last.get("boot_id") == boot_id:
-        return True, "the recorded reboot (boot %s) has not happened yet" % boot_id
+        return True, f"the recorded reboot (boot {boot_id}) has not happened yet"
     if last.get("fingerprint") != print_now:
-        return True, "the configuration changed since the reboot from boot %s" % last.get("boot_id")
+        return True, f"the configuration changed since the reboot from boot {last.get('boot_id')}"
     return False, ("the host was already rebooted (from boot %s, now boot %s) to apply this same configuration, and "
                    "the running system still lacks it" % (last.get("boot_id"), boot_id))

@@ -87,9 +87,9 @@ def sdk_message(exc):
     details = getattr(exc, "details", None)
     message = getattr(exc, "message", None) or str(exc)
     if details and details not in message:
-        message = "%s: %s" % (message, details)
+        message = f"{message}: {details}"
     if status and str(status) not in message:
-        parts.append("HTTP %s" % status)
+        parts.append(f"HTTP {status}")
     parts.append(" ".join(str(message).split()))
     return ": ".join(parts)
 
@@ -142,10 +142,10 @@ class CloudModule:
 
     def _where(self):
         if self.params.get("cloud"):
-            return "cloud '%s'" % self.params["cloud"]
+            return f"cloud '{self.params['cloud']}'"
         auth = self.params.get("auth") or {}
         if auth.get("auth_url"):
-            return "auth_url %s" % auth["auth_url"]
+            return f"auth_url {auth['auth_url']}"
         return "the cloud from the environment (OS_CLOUD / OS_* variables)"
 
     def _connect(self):
@@ -169,8 +169,8 @@ class CloudModule:
             return "cannot reach the identity endpoint of %s: %s (is Keystone running and the auth_url right?)" % (
                 where, text)
         if ksa_exceptions is not None and isinstance(exc, ksa_exceptions.Unauthorized) or "401" in text:
-            return "authentication to %s failed (wrong user, password or project?): %s" % (where, text)
-        return "cannot authenticate to %s: %s" % (where, text)
+            return f"authentication to {where} failed (wrong user, password or project?): {text}"
+        return f"cannot authenticate to {where}: {text}"
 
     # ---- progress and failures -----------------------------------------------------
     def record(self, key, item):
@@ -187,24 +187,24 @@ class CloudModule:
         sections = self.sections or [(None, self.progress)]
         if self.sections:
             result = dict((name, dict(progress)) for name, progress in self.sections)
-            msg = "%s: %s" % (self.sections[-1][0], msg)
+            msg = f"{self.sections[-1][0]}: {msg}"
         else:
             result = dict(self.progress)
         result.update(extra)
         msg = msg.rstrip(".")
         done = []
         for name, progress in sections:
-            words = ", ".join("%s %s" % (key, ", ".join(map(str, progress[key]))) for key in DONE_KEYS
+            words = ", ".join(f"{key} {', '.join(map(str, progress[key]))}" for key in DONE_KEYS
                               if progress.get(key))
             if words:
                 done.append("%s%s" % ("%s: " % name if name else "", words))
         if done:
-            msg = "%s. Already done in this run: %s; a re-run finishes the job" % (msg, "; ".join(done))
+            msg = f"{msg}. Already done in this run: {'; '.join(done)}; a re-run finishes the job"
         self.module.fail_json(msg=msg, changed=bool(done), **result)
 
     def fail_sdk(self, exc, action, resource):
         """An API call failed: name the action, the resource and the server's message."""
-        self.fail("%s %s failed: %s" % (action, resource, sdk_message(exc)), failed_item=resource)
+        self.fail(f"{action} {resource} failed: {sdk_message(exc)}", failed_item=resource)
 
     def call(self, action, resource, func, *args, **kwargs):
         """Run one API call; an SDK or connection error becomes fail_sdk (never a traceback)."""
@@ -252,7 +252,7 @@ class CloudModule:
                 found[project.id] = project
             if project.name in wanted:
                 if project.name in found and found[project.name].id != project.id:
-                    self.fail("project name '%s' exists in several domains: give its ID" % project.name,
+                    self.fail(f"project name '{project.name}' exists in several domains: give its ID",
                               failed_item=project.name)
                 found[project.name] = project
         for name in wanted - set(found):
@@ -446,7 +446,7 @@ class PlannedProject:
 
     def __init__(self, name):
         self.name = name
-        self.id = "(new project %s)" % name
+        self.id = f"(new project {name})"
 
 
 def _caused_by(exc, *names):

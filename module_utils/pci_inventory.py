@@ -66,14 +66,14 @@ def read(cm, _params, _declared):
         response = cm.call("reading placement", path, conn.placement.get, path,
                            microversion=PLACEMENT_MICROVERSION)
         if response.status_code >= 400:
-            cm.fail("reading placement %s failed: HTTP %s: %s" % (path, response.status_code, response.text[:300]))
+            cm.fail(f"reading placement {path} failed: HTTP {response.status_code}: {response.text[:300]}")
         return response.json()[key]
 
     providers = get("/resource_providers", "resource_providers")
     inventories, usages = {}, {}
     for provider in providers:
-        inventories[provider["uuid"]] = get("/resource_providers/%s/inventories" % provider["uuid"], "inventories")
-        usages[provider["uuid"]] = get("/resource_providers/%s/usages" % provider["uuid"], "usages")
+        inventories[provider["uuid"]] = get(f"/resource_providers/{provider['uuid']}/inventories", "inventories")
+        usages[provider["uuid"]] = get(f"/resource_providers/{provider['uuid']}/usages", "usages")
     return dict(hypervisors=hypervisors, placement=dict(providers=providers, inventories=inventories,
                                                         usages=usages))
 

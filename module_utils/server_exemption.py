@@ -44,7 +44,7 @@ def exemption(metadata, now, exempt_key, expires_key):
     metadata = metadata or {}
     flag = metadata.get(exempt_key)
     if flag is not None and str(flag).strip().lower() in TRUE_WORDS:
-        return "exempt", "metadata %s=%s" % (exempt_key, flag)
+        return "exempt", f"metadata {exempt_key}={flag}"
     expires = metadata.get(expires_key)
     if expires is not None:
         try:

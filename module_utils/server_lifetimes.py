@@ -53,8 +53,7 @@ def validate_policy(policies, default_max_age_hours, timeout):
             continue
         age = item.get("max_age_hours")
         if age is None or age <= 0:
-            errors.append("%s: max_age_hours=%s must be a positive number of hours (e.g. 168 for a week)"
-                          % (label, age))
+            errors.append(f"{label}: max_age_hours={age} must be a positive number of hours (e.g. 168 for a week)")
         if project in seen:
             errors.append("%s: project '%s' is already declared in policies[%d]; keep one item per project"
                           % (label, project, seen[project]))
@@ -64,7 +63,7 @@ def validate_policy(policies, default_max_age_hours, timeout):
         errors.append("default_max_age_hours=%s must be a positive number of hours, or null to leave projects "
                       "without a policy alone" % default_max_age_hours)
     if timeout is not None and timeout <= 0:
-        errors.append("timeout=%s must be a positive number of seconds" % timeout)
+        errors.append(f"timeout={timeout} must be a positive number of seconds")
     return errors
 
 
@@ -88,7 +87,7 @@ def decide(servers, rules, default_rule, now, exempt_key, expires_key):
         try:
             created = parse_time(server["created_at"])
         except ValueError:
-            entry["reason"] = "created_at %r cannot be parsed" % (server["created_at"],)
+            entry["reason"] = f"created_at {server['created_at']!r} cannot be parsed"
             out["not_acted"].append(entry)
             continue
         age = (now - created).total_seconds() / 3600.0
@@ -102,19 +101,19 @@ def decide(servers, rules, default_rule, now, exempt_key, expires_key):
             continue
         if kind == "expires":
             if now < detail:
-                out["exempt"].append(dict(entry, reason="metadata %s: kept until %s" % (expires_key, iso(detail))))
+                out["exempt"].append(dict(entry, reason=f"metadata {expires_key}: kept until {iso(detail)}"))
                 continue
-            entry["reason"] = "expired at %s (metadata %s)" % (iso(detail), expires_key)
+            entry["reason"] = f"expired at {iso(detail)} (metadata {expires_key})"
         elif age > rule["max_age_hours"]:
-            entry["reason"] = "older than %s h (project %s)" % (_hours(rule["max_age_hours"]), rule["project"])
+            entry["reason"] = f"older than {_hours(rule['max_age_hours'])} h (project {rule['project']})"
         else:
             continue
         if rule["action"] == "shelve":
             if server["status"] in SHELVED:
-                out["not_acted"].append(dict(entry, reason="already shelved (%s)" % server["status"]))
+                out["not_acted"].append(dict(entry, reason=f"already shelved ({server['status']})"))
                 continue
             if server.get("task_state"):
-                out["not_acted"].append(dict(entry, reason="task in progress (%s)" % server["task_state"]))
+                out["not_acted"].append(dict(entry, reason=f"task in progress ({server['task_state']})"))
                 continue
             if server["status"] not in SHELVABLE:
                 out["not_acted"].append(dict(entry, reason="Nova cannot shelve a server in state %s; delete it or "
@@ -125,7 +124,7 @@ def decide(servers, rules, default_rule, now, exempt_key, expires_key):
 
 
 def _hours(value):
-    return ("%g" % value) if value is not None else "-"
+    return (f"{value:g}") if value is not None else "-"
 
 
 def server_view(server, names):
@@ -152,7 +151,7 @@ def resolve_rules(cm, policies, default_action):
     if missing:
         cm.fail("lifetime policy names project(s) %s that do not exist in %s; nothing was changed (fix the "
                 "project names in the policy, or create the projects first)" % (", ".join(missing), cm._where()),
-                errors=["unknown project %s" % m for m in missing])
+                errors=[f"unknown project {m}" for m in missing])
     return rules
 
 
@@ -171,7 +170,7 @@ def wait_for(cm, acted, timeout):
     delay = 0.5
     while pending:
         for server_id, entry in list(pending.items()):
-            found = cm.call("reading server", "%s (%s)" % (entry["name"], server_id), _get_or_none, compute,
+            found = cm.call("reading server", f"{entry['name']} ({server_id})", _get_or_none, compute,
                             server_id)
             status = (getattr(found, "status", None) or "").upper() if found is not None else "DELETED"
             if entry["action"] == "delete" and (found is None or status in GONE):
@@ -205,7 +204,7 @@ def prepare(params):
         try:
             now = parse_time(params["now"])
         except ValueError:
-            errors.append("now=%r is not an ISO 8601 date-time (e.g. 2026-11-21T18:00:00Z)" % params["now"])
+            errors.append(f"now={params['now']!r} is not an ISO 8601 date-time (e.g. 2026-11-21T18:00:00Z)")
     else:
         now = datetime.datetime.now(datetime.timezone.utc)
     if not params["policies"] and params["default_max_age_hours"] is None:
@@ -248,9 +247,9 @@ def apply(cm, _params, _state, action, applied):
     compute = cm.conn.compute
     entry = action.data
     if entry["action"] == "shelve":
-        cm.call("shelving server", "%s (%s)" % (entry["name"], entry["id"]), compute.shelve_server, entry["id"])
+        cm.call("shelving server", f"{entry['name']} ({entry['id']})", compute.shelve_server, entry["id"])
     else:
-        cm.call("deleting server", "%s (%s)" % (entry["name"], entry["id"]), compute.delete_server, entry["id"],
+        cm.call("deleting server", f"{entry['name']} ({entry['id']})", compute.delete_server, entry["id"],
                 ignore_missing=True)
     applied.setdefault("acted", []).append(dict(entry))
 

@@ -19,7 +19,7 @@ def record(log, name, args):
     fail = os.path.join(os.path.dirname(os.path.abspath(log)), "fail-" + name)
     if os.path.exists(fail):
         with open(fail, encoding="utf-8") as handle:
-            sys.stderr.write(handle.read() or "%s: failed\n" % name)
+            sys.stderr.write(handle.read() or f"{name}: failed\n")
         return 1
     with open(log, "a", encoding="utf-8") as handle:
         handle.write(json.dumps({"name": name, "argv": args}) + "\n")

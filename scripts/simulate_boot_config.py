@@ -86,9 +86,8 @@ def redhat(root):
     confs = sorted(glob.glob(os.path.join(entries, "*.conf")))
     if not confs:
         version = os.path.basename(image).replace("vmlinuz-", "")
-        with open(os.path.join(entries, "sandbox-%s.conf" % version), "w", encoding="utf-8") as handle:
-            handle.write("title Sandbox (%s)\nversion %s\nlinux /vmlinuz-%s\noptions %s\n"
-                         % (version, version, version, options))
+        with open(os.path.join(entries, f"sandbox-{version}.conf"), "w", encoding="utf-8") as handle:
+            handle.write(f"title Sandbox ({version})\nversion {version}\nlinux /vmlinuz-{version}\noptions {options}\n")
     for conf in confs:
         with open(conf, encoding="utf-8") as handle:
             lines = handle.read().splitlines()
@@ -112,7 +111,7 @@ def main(argv):
     elif name == "grub2-mkconfig":
         redhat(root)
     else:
-        print("simulate_boot_config.py: unknown tool %s" % name, file=sys.stderr)
+        print(f"simulate_boot_config.py: unknown tool {name}", file=sys.stderr)
         return 2
     return 0
 

@@ -56,7 +56,7 @@ def generated_cmdline(root):
                     in_entry = True
                 elif in_entry and words[:1] == ["linux"] and len(words) > 1:
                     return ["BOOT_IMAGE=" + words[1]] + words[2:]
-        raise SystemExit("%s has no menu entry with a linux line" % cfg)
+        raise SystemExit(f"{cfg} has no menu entry with a linux line")
     entries = sorted(glob.glob(os.path.join(root, "boot", "loader", "entries", "*.conf")), reverse=True)
     for conf in entries:
         fields = {}
@@ -146,7 +146,7 @@ def main(argv):
         handle.write(str(uuid.uuid4()) + "\n")
     with open(os.path.join(root, ".simulated-reboots"), "a", encoding="utf-8") as handle:
         handle.write(" ".join(cmdline) + "\n")
-    print("simulated reboot of %s: iommu %s, cmdline %s" % (root, "on" if iommu else "off", " ".join(cmdline)))
+    print(f"simulated reboot of {root}: iommu {'on' if iommu else 'off'}, cmdline {' '.join(cmdline)}")
     return 0
 
 

@@ -83,7 +83,7 @@ def read_rendered_sections(path):
                 self.found[self.section].append((key, "\n".join(value)))
 
         def parse_exc(self, msg, lineno, line=None):
-            return ComputeError("%s line %s: %s (%r): not a nova.conf kolla-ansible rendered" % (path, lineno, msg, line))
+            return ComputeError(f"{path} line {lineno}: {msg} ({line!r}): not a nova.conf kolla-ansible rendered")
 
     parser = Parser()
     try:
@@ -109,9 +109,9 @@ def read_fake_gpus(path):
         with open(path, encoding="utf-8") as handle:
             devices = json.load(handle)
     except (OSError, ValueError) as exc:
-        raise ComputeError("--fake-gpus %s cannot be read as JSON (%s)" % (path, exc)) from None
+        raise ComputeError(f"--fake-gpus {path} cannot be read as JSON ({exc})") from None
     if not isinstance(devices, list) or not devices:
-        raise ComputeError("--fake-gpus %s must hold a non-empty JSON list of devices" % path)
+        raise ComputeError(f"--fake-gpus {path} must hold a non-empty JSON list of devices")
     for item in devices:
         if not isinstance(item, dict) or not all(isinstance(item.get(k), str) for k in ("address", "vendor_id",
                                                                                            "product_id")):
@@ -121,7 +121,7 @@ def read_fake_gpus(path):
 
 
 def _lines(pairs):
-    return "".join("%s = %s\n" % (key, value) for key, value in pairs)
+    return "".join(f"{key} = {value}\n" for key, value in pairs)
 
 
 def _port_open(port, timeout=1.0):
@@ -148,9 +148,9 @@ def ensure_rabbitmq(log):
                                                     "rabbitmq-server"]):
             proc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, env=env, check=False)
             if proc.returncode:
-                raise ComputeError("`%s` exited %s; see %s" % (" ".join(argv), proc.returncode, log))
+                raise ComputeError(f"`{' '.join(argv)}` exited {proc.returncode}; see {log}")
     if not os.path.exists(RABBIT_SERVER):
-        raise ComputeError("rabbitmq-server was installed but %s is missing" % RABBIT_SERVER)
+        raise ComputeError(f"rabbitmq-server was installed but {RABBIT_SERVER} is missing")
 
 
 class Compute:
@@ -190,10 +190,10 @@ class Compute:
                                                  if k in ("epmd", "rabbitmq", "rabbitmq_dist", "placement", "neutron"))
 
     def transport_url(self):
-        return "rabbit://%s:%s@127.0.0.1:%s/" % (RABBIT_USER, RABBIT_USER, self.cloud.state["ports"]["rabbitmq"])
+        return f"rabbit://{RABBIT_USER}:{RABBIT_USER}@127.0.0.1:{self.cloud.state['ports']['rabbitmq']}/"
 
     def url(self, name):
-        return "http://127.0.0.1:%s" % self.cloud.state["ports"][name]
+        return f"http://127.0.0.1:{self.cloud.state['ports'][name]}"
 
     # ---- configuration ----------------------------------------------------------
     def secrets(self, write_file):
@@ -250,7 +250,7 @@ region_name = RegionOne
             scheduler = rendered["filter_scheduler"] + [(k, v) for k, v in scheduler if k not in given]
         if self.fake_gpus:
             devices = read_fake_gpus(self.fake_gpus)
-        source = "from %s" % self.nova_pci_from if self.nova_pci_from else "the test cloud's own"
+        source = f"from {self.nova_pci_from}" if self.nova_pci_from else "the test cloud's own"
         text += f"""
 # ---- compute services (testcloud.sh start --with-compute) ----
 [placement]
@@ -389,7 +389,7 @@ enforce_new_defaults = true
         deadline = time.time() + 20
         while not _port_open(ports["epmd"]):
             if procs["epmd"].poll() is not None or time.time() > deadline:
-                raise self.failed("epmd", "did not listen on 127.0.0.1:%s" % ports["epmd"])
+                raise self.failed("epmd", f"did not listen on 127.0.0.1:{ports['epmd']}")
             time.sleep(0.2)
         procs["rabbitmq"] = self.spawn("rabbitmq", [RABBIT_SERVER], env=self.rabbit_env())
         return procs
@@ -419,11 +419,11 @@ enforce_new_defaults = true
     def wait_port(self, name, proc, port, deadline):
         while time.time() < deadline:
             if proc.poll() is not None:
-                raise self.failed(name, "exited with status %s during start-up" % proc.returncode)
+                raise self.failed(name, f"exited with status {proc.returncode} during start-up")
             if _port_open(port):
                 return
             time.sleep(0.3)
-        raise self.failed(name, "did not listen on 127.0.0.1:%s in time" % port)
+        raise self.failed(name, f"did not listen on 127.0.0.1:{port} in time")
 
     def wait_compute(self, conn, procs, deadline, started):
         """Until the hypervisor is known to the API, the nova services are up and placement has the host."""
@@ -431,7 +431,7 @@ enforce_new_defaults = true
         while time.time() < deadline:
             for name in ("conductor", "scheduler", "compute", "placement", "neutron"):
                 if procs[name].poll() is not None:
-                    raise self.failed(name, "exited with status %s during start-up" % procs[name].returncode)
+                    raise self.failed(name, f"exited with status {procs[name].returncode} during start-up")
             providers = []
             try:
                 hypervisors = list(conn.compute.hypervisors())
@@ -452,7 +452,7 @@ enforce_new_defaults = true
             seen = "hypervisors %s, services %s, providers %s" % (
                 [h.name for h in hypervisors], services, [p.name for p in providers])
             time.sleep(1)
-        raise self.failed("compute", "did not register with the API and placement in time (last seen: %s)" % seen)
+        raise self.failed("compute", f"did not register with the API and placement in time (last seen: {seen})")
 
     def failed(self, name, why):
         logs = [os.path.join(self.cloud.logs, f"{name}-server.log")]

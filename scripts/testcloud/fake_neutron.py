@@ -23,7 +23,7 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "ogc-fake-neutron/1"
 
     def log_message(self, fmt, *args):  # pylint: disable=arguments-differ
-        sys.stderr.write("%s %s\n" % (self.log_date_time_string(), fmt % args))
+        sys.stderr.write(f"{self.log_date_time_string()} {fmt % args}\n")
 
     def answer(self, status, body):
         data = json.dumps(body).encode()
@@ -45,7 +45,7 @@ class Handler(BaseHTTPRequestHandler):
             if path == "/v2.0/" + name:
                 self.answer(200, {name.replace("-", "_").split("/")[-1]: []})
                 return
-        self.answer(404, {"NeutronError": {"type": "NotFound", "message": "test cloud: no %s" % path,
+        self.answer(404, {"NeutronError": {"type": "NotFound", "message": f"test cloud: no {path}",
                                            "detail": ""}})
 
     def do_POST(self):  # pylint: disable=invalid-name

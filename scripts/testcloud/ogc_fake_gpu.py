@@ -45,7 +45,7 @@ def _devices():
             "status": "available",
             "parent_addr": None,
             "numa_node": item.get("numa_node", 0),
-            "label": "label_%s_%s" % (item["vendor_id"], item["product_id"]),
+            "label": f"label_{item['vendor_id']}_{item['product_id']}",
         })
     return devices
 
