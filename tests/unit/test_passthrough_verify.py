@@ -253,3 +253,26 @@ def test_every_problem_has_a_known_cause_and_names_the_host(facts, data):
     if not now["iommu_enabled"]:
         assert causes(problems)[:1] == ["iommu_inactive"]
         assert not {"not_on_vfio", "group_member_on_host_driver"} & set(causes(problems))
+
+
+@settings(max_examples=60, deadline=None)
+@given(hosts(), st.data())
+def test_every_gpu_not_selected_is_excluded_with_a_known_cause(facts, data):
+    """The planner's side of the contract verify and the host role rely on: causes from the vocabulary,
+    related addresses that exist, keep_on_host_group exactly where a kept device blocks the group."""
+    addresses = [d["address"] for d in facts["devices"]]
+    policy = {"exclude": data.draw(st.lists(st.sampled_from(addresses), max_size=2, unique=True)),
+              "keep_on_host": data.draw(st.lists(st.sampled_from(addresses), max_size=2, unique=True))}
+    plan = planner.passthrough_plan(facts, policy, "h")
+    excluded = {e["address"]: e for e in plan["excluded"]}
+    selected = {s["address"] for s in plan["selected"]}
+    for dev in facts["devices"]:
+        if dev["class_id"].startswith("03"):
+            assert (dev["address"] in selected) != (dev["address"] in excluded)
+    for entry in plan["excluded"]:
+        assert entry["cause"] in planner.EXCLUDED_CAUSES
+        assert set(entry.get("related", [])) <= set(addresses) and entry["address"] not in entry.get("related", [])
+        if entry["cause"] == "keep_on_host_group":
+            assert set(entry["related"]) & set(policy["keep_on_host"])
+        if entry["cause"] == "shared_group_with_host_device":
+            assert not set(entry["related"]) & set(policy["keep_on_host"])
