@@ -11,9 +11,11 @@
     found: 3                        # of the plan's selected GPUs, how many are on the bus now
     gpus: [{address, model, driver, present, for_nova, alias, vendor_id, product_id}]   # every selected /
                                     # vfio-bound device of the plan (alias and ids: null unless for_nova)
-    missing: ["0000:c3:00.0"]       # in the plan, gone from the bus ("fallen off the bus")
-    not_vfio: [{address, driver}]   # in plan.vfio_devices, present, but not bound to vfio-pci
-    alerts: ["seed-v100: GPU 0000:c3:00.0 (Tesla V100 PCIe 16GB) is gone from the PCI bus ..."]
+    problems: [{cause, host, address?, group?, driver?, message}]   # passthrough_verify(facts, plan)
+    missing: ["0000:c3:00.0"]       # device_missing problems: in the plan, gone from the bus
+    not_vfio: [{address, driver}]   # not_on_vfio problems: present, but not bound to vfio-pci
+    alerts: ["seed-v100: GPU 0000:c3:00.0 (Tesla V100 PCIe 16GB) is gone from the PCI bus ..."]   # the
+                                    # problems' messages, then the expected-count alert
     notes: [...]
     ok: false
 
@@ -25,6 +27,17 @@ Pure functions; every error names the host and what to fix.
 """
 
 from __future__ import annotations
+
+import os
+
+import ansible.module_utils
+
+# The project's module_utils/ (ansible.cfg `module_utils`), importable here as modules import it.
+_MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
+if _MODULE_UTILS not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(_MODULE_UTILS)
+
+from ansible.module_utils import passthrough_verify  # noqa: E402  pylint: disable=wrong-import-position
 
 try:
     from ansible.errors import AnsibleFilterError
@@ -38,7 +51,13 @@ def _fail(host, message):
 
 
 def gpu_health(facts, plan, expected=None, host=None, reference="plan file"):
-    """Compare the devices on the bus now with the plan; see the module docstring for the result."""
+    """Compare the devices on the bus now with the plan; see the module docstring for the result.
+
+    What is wrong with the devices is ``passthrough_verify``'s answer (module_utils/passthrough_verify.py,
+    the same function the host role's verification asks): its problems are the alerts, ``missing`` and
+    ``not_vfio`` list its ``device_missing`` and ``not_on_vfio`` problems. Health adds only what is its own:
+    the inventory of planned devices and the count against ``health_expected_gpus``.
+    """
     if not isinstance(facts, dict) or not isinstance(facts.get("devices"), list):
         _fail(host, "facts must be the pci_passthrough facts (a dict with 'devices'); run pci_passthrough_facts on "
                     "the host first")
@@ -48,6 +67,10 @@ def gpu_health(facts, plan, expected=None, host=None, reference="plan file"):
     host = host or plan.get("host") or "?"
     if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int) or expected < 0):
         _fail(host, "health_expected_gpus must be a whole number >= 0, got %r" % (expected,))
+    try:
+        problems = passthrough_verify.verify(facts, plan, host=host)
+    except passthrough_verify.VerifyError as exc:
+        _fail(host, str(exc))
     now = dict((d.get("address"), d) for d in facts["devices"])
     selected = [s["address"] for s in plan["selected"]]
     models = dict((s["address"], s.get("model") or "%s:%s" % (s.get("vendor_id"), s.get("product_id")))
@@ -55,27 +78,17 @@ def gpu_health(facts, plan, expected=None, host=None, reference="plan file"):
     ids = dict((s["address"], s) for s in plan["selected"])
     vfio = list(plan.get("vfio_devices") or [])
     report = dict(host=host, reference=reference, expected=len(selected) if expected is None else expected,
-                  gpus=[], missing=[], not_vfio=[], alerts=[], notes=[])
+                  gpus=[], problems=problems, alerts=[p["message"] for p in problems], notes=[],
+                  missing=[p["address"] for p in problems if p["cause"] == "device_missing"],
+                  not_vfio=[dict(address=p["address"], driver=p.get("driver"))
+                            for p in problems if p["cause"] == "not_on_vfio"])
     for address in selected + [a for a in vfio if a not in selected]:
         dev = now.get(address)
-        entry = dict(address=address, model=models.get(address), present=dev is not None,
-                     driver=dev.get("driver") if dev else None, for_nova=address in selected,
-                     alias=ids.get(address, {}).get("alias"), vendor_id=ids.get(address, {}).get("vendor_id"),
-                     product_id=ids.get(address, {}).get("product_id"))
-        report["gpus"].append(entry)
-        what = "GPU %s (%s)" % (address, models[address]) if address in models else "device %s" % address
-        if dev is None:
-            report["missing"].append(address)
-            report["alerts"].append(
-                "%s: %s is gone from the PCI bus (fallen off the bus?); it is in the passthrough plan%s. Check "
-                "the kernel log (Xid/AER errors), then reseat the card or power-cycle the host"
-                % (host, what, " and Nova counts on it" if address in selected else ""))
-        elif address in vfio and dev.get("driver") != "vfio-pci":
-            report["not_vfio"].append(dict(address=address, driver=dev.get("driver")))
-            report["alerts"].append(
-                "%s: %s is bound to %s, not vfio-pci: a VM cannot use it%s; run the host phase again (vfio binding) "
-                "and reboot if it asks" % (host, what, dev.get("driver") or "no driver",
-                                           "" if address in selected else " nor its IOMMU group"))
+        report["gpus"].append(dict(address=address, model=models.get(address), present=dev is not None,
+                                   driver=dev.get("driver") if dev else None, for_nova=address in selected,
+                                   alias=ids.get(address, {}).get("alias"),
+                                   vendor_id=ids.get(address, {}).get("vendor_id"),
+                                   product_id=ids.get(address, {}).get("product_id")))
     report["found"] = sum(1 for a in selected if a in now)
     if report["found"] < report["expected"]:
         report["alerts"].append("%s: %d of %d expected GPUs for Nova are on the bus%s"

@@ -438,7 +438,8 @@ def test_plan_report_lists_every_verdict(planner, host_facts):
 
 def test_filter_module_exposes_the_filters(planner):
     assert set(planner.FilterModule().filters()) == {"passthrough_plan", "passthrough_plan_report", "passthrough_plan_table",
-                                                     "passthrough_policy_errors", "passthrough_plan_file"}
+                                                     "passthrough_policy_errors", "passthrough_plan_file",
+                                                     "passthrough_verify"}
 
 
 def test_softdeps_use_the_module_name_from_sysfs_not_the_driver_name(planner, host_facts):
@@ -494,3 +495,55 @@ def test_plan_file_refuses_empty_and_corrupt_files(planner, data, args, message)
     with pytest.raises(planner.AnsibleFilterError, match=r"^passthrough_plan_file: .*" + message) as caught:
         planner.plan_file(data, *args)
     assert "ansible-playbook playbooks/plan.yml --limit " in str(caught.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# excluded[].cause: the machine-readable decision beside the prose, one per situation.
+
+def _exclusions(plan):
+    return {e["address"]: (e["cause"], e.get("related")) for e in plan["excluded"]}
+
+
+@pytest.mark.parametrize("name, policy, address, cause, related", [
+    ("seed-v100", {}, "0000:03:00.0", "not_a_gpu_vendor", None),
+    ("console-twin", {}, "0000:0a:00.0", "boot_vga", None),
+    ("seed-v100", {"keep_on_host": ["0000:28:00.0"]}, "0000:28:00.0", "keep_on_host", None),
+    ("seed-v100", {"keep_on_host": ["0000:28:00.0"]}, "0000:27:00.0", "keep_on_host_group", ["0000:28:00.0"]),
+    ("intel-pre-iommu", {}, "0000:18:00.0", "iommu_inactive", None),
+    ("shared-group", {}, "0000:05:00.0", "shared_group_with_host_device", ["0000:00:17.0", "0000:03:00.0"]),
+    ("seed-v100", {}, "0000:28:00.0", "shares_group_with_selected", ["0000:27:00.0"]),
+    ("seed-v100", {"exclude": ["0000:28:00.0"]}, "0000:28:00.0", "policy_exclude", None),
+])
+def test_each_exclusion_has_its_cause(planner, host_facts, name, policy, address, cause, related):
+    plan = planner.passthrough_plan(host_facts(name), policy, name)
+    assert _exclusions(plan)[address] == (cause, related)
+
+
+def test_a_gpu_without_a_group_under_an_active_iommu(planner):
+    plan = planner.passthrough_plan(facts_of([dev("0000:18:00.0", "10de:1eb8", "030200", group=None)]), {}, "h1")
+    assert _exclusions(plan) == {"0000:18:00.0": ("no_iommu_group", None)}
+    assert "has no IOMMU group although the IOMMU is active" in plan["excluded"][0]["reason"]
+
+
+def test_a_kept_device_blocks_its_group_by_cause_not_by_wording(planner, host_facts):
+    # A boot VGA GPU in the group is a blocker too, but only keep_on_host's ones say keep_on_host_group.
+    facts = facts_of([dev("0000:18:00.0", "10de:1eb8", "030200", group=30),
+                      dev("0000:1a:00.0", "8086:1533", "020000", group=30, driver="igb"),
+                      dev("0000:19:00.0", "10de:1eb8", "030000", group=31, boot_vga=True),
+                      dev("0000:19:00.1", "10de:1eb8", "030200", group=31)])
+    assert _exclusions(planner.passthrough_plan(facts, {}, "h1"))["0000:18:00.0"] == (
+        "shared_group_with_host_device", ["0000:1a:00.0"])
+    plan = planner.passthrough_plan(facts, {"keep_on_host": ["0000:1a:00.0"]}, "h1")
+    assert _exclusions(plan)["0000:18:00.0"] == ("keep_on_host_group", ["0000:1a:00.0"])
+    assert _exclusions(plan)["0000:19:00.1"] == ("shared_group_with_host_device", ["0000:19:00.0"])
+
+
+@pytest.mark.parametrize("name", ["a100-t4", "console-twin", "consumer-rtx", "intel-pre-iommu", "seed-v100",
+                                  "shared-group"])
+def test_every_cause_is_of_the_documented_vocabulary(planner, host_facts, name):
+    facts = host_facts(name)
+    plan = planner.passthrough_plan(facts, {}, name)
+    addresses = {d["address"] for d in facts["devices"]}
+    for entry in plan["excluded"]:
+        assert entry["cause"] in planner.EXCLUDED_CAUSES and entry["reason"]
+        assert set(entry.get("related", [])) <= addresses

@@ -185,3 +185,19 @@ def test_both_sides_compared_property(planned, offered):
     assert set(out["nova_extra"]) == offered - planned
     assert out["ok"] == (planned == offered)
     assert len(out["alerts"]) == len(planned ^ offered)
+
+
+def test_alerts_are_the_verifiers_problems(seed):
+    """Health asks passthrough_verify (the host role's check) and adds only its own count: a group-mate on a
+    host driver, which health did not look at before, is the verifier's problem and so an alert here."""
+    from ansible.module_utils import passthrough_verify  # pylint: disable=import-outside-toplevel
+
+    _facts, bound, plan = seed
+    now = copy.deepcopy(bound)
+    now["devices"].append({"address": "0000:29:00.0", "vendor_id": "8086", "product_id": "1533", "class_id": "020000",
+                           "driver": "igb", "iommu_group": "19"})
+    report = health.gpu_health(now, plan, host="seed-v100")
+    assert report["problems"] == passthrough_verify.verify(now, plan, host="seed-v100")
+    assert [p["cause"] for p in report["problems"]] == ["group_member_on_host_driver"]
+    assert report["alerts"] == [report["problems"][0]["message"]] and report["ok"] is False
+    assert report["missing"] == [] and report["not_vfio"] == []
