@@ -25,8 +25,10 @@ policy. Its rules come from how the kernel and Nova behave:
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
+from collections.abc import Mapping
 
 import ansible.module_utils
 
@@ -668,16 +670,42 @@ def plan_report(plan, facts):
     return "\n".join(lines)
 
 
-def plan_file(data, path=None, host=None):
-    """Load a plan file written by the plan phase (``<passthrough_plan_dir>/<host>.json``) and return
-    its ``plan``: the one door every consumer (nova_pci_config, cloud_resources, gpu_health) reads
-    plan files through.
+# The plan file's layout (<passthrough_plan_dir>/<host>.json). A plan written with another format is stale.
+PLAN_FORMAT = 1
 
-    :param data: the file's text (``lookup('file', ...)``), or the result of ``ansible.builtin.slurp``
-        on it (its ``source`` names the file and its loop ``item`` the host when not given).
-    :raises AnsibleFilterError: an empty, corrupt or foreign file, naming the file, the host and the
-        command that writes it again.
+
+def plan_fix(host):
+    """The command that writes a host's plan file again (in every plan-file error)."""
+    return f"ansible-playbook playbooks/plan.yml -i inventory/<env> --limit {host or '<host>'}"
+
+
+def policy_fingerprint(policy):
+    """A short, stable digest of an operator policy (``passthrough_policy``): the plan file records the
+    fingerprint of the policy it was made with, and a plan made with another policy is stale.
+
+    :raises AnsibleFilterError: the policy is not a mapping.
     """
+    if policy is None:
+        policy = {}
+    if not isinstance(policy, Mapping):
+        raise AnsibleFilterError(f"passthrough_policy_fingerprint: passthrough_policy must be a mapping, got "
+                                 f"{type(policy).__name__} {policy!r}")
+    text = json.dumps(policy, sort_keys=True, separators=(",", ":"), default=str)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def plan_record(plan, facts, policy):
+    """What the plan role writes to ``<passthrough_plan_dir>/<host>.json``: the plan, the facts it was
+    made from, the format and the fingerprint of the policy (``passthrough_plan_load`` checks both)."""
+    if not isinstance(plan, Mapping) or not isinstance(facts, Mapping):
+        raise AnsibleFilterError("passthrough_plan_record: the plan and the facts must be mappings (the "
+                                 "passthrough_plan filter's result and ansible_facts.pci_passthrough)")
+    return {"format": PLAN_FORMAT, "policy_fingerprint": policy_fingerprint(policy), "facts": dict(facts),
+            "plan": dict(plan)}
+
+
+def _read_plan_file(data, path, host):
+    """The parsed content of a plan file (a dict with a ``plan`` object), or AnsibleFilterError."""
     if isinstance(data, dict) and "content" in data:
         path = path or data.get("source")
         host = host or data.get("item")
@@ -687,8 +715,7 @@ def plan_file(data, path=None, host=None):
             text = None
     else:
         text = data if isinstance(data, str) else None
-    fix = (f"write it again with: ansible-playbook playbooks/plan.yml --limit {host or '<host>'} "
-           "(passthrough_plan_dir set), or delete it")
+    fix = f"write it again with: {plan_fix(host)} (passthrough_plan_dir set), or delete it"
     where = f"plan file {path or '(unnamed)'}" + (f" of host {host}" if host else "")
     if text is None:
         raise AnsibleFilterError(f"passthrough_plan_file: {where} is not text: {fix}")
@@ -702,7 +729,60 @@ def plan_file(data, path=None, host=None):
     if not isinstance(content, dict) or not isinstance(content.get("plan"), dict):
         raise AnsibleFilterError(f"passthrough_plan_file: {where} is JSON but not a plan file (no 'plan' "
                                  f"object): {fix}")
-    return content["plan"]
+    return content
+
+
+def plan_file(data, path=None, host=None):
+    """Parse a plan file written by the plan phase (``<passthrough_plan_dir>/<host>.json``) and return
+    its ``plan``. Consumers load plans through ``passthrough_plan_load`` (roles/passthrough/tasks/load.yml),
+    which uses this and also refuses a missing or stale file.
+
+    :param data: the file's text (``lookup('file', ...)``), or the result of ``ansible.builtin.slurp``
+        on it (its ``source`` names the file and its loop ``item`` the host when not given).
+    :raises AnsibleFilterError: an empty, corrupt or foreign file, naming the file, the host and the
+        command that writes it again.
+    """
+    return _read_plan_file(data, path, host)["plan"]
+
+
+def plan_load(text, plan_dir, host, policy):
+    """The one loader of stored plans: the content of ``<plan_dir>/<host>.json`` checked against the
+    host's current ``passthrough_policy``. Returns ``{"facts": ..., "plan": ...}``.
+
+    :param text: the file's text, or None when the file does not exist.
+    :param plan_dir: the host's ``passthrough_plan_dir`` (empty: not set).
+    :param policy: the host's current ``passthrough_policy``.
+    :raises AnsibleFilterError: no plan directory, a missing, corrupt, foreign or stale file (made with
+        another plan format or another policy), naming the host, the file and the command to run.
+    """
+    if not isinstance(host, str) or not host:
+        raise AnsibleFilterError(f"passthrough_plan_load: the host must be an inventory name, got {host!r}")
+    fix = f"run: {plan_fix(host)}"
+    if not isinstance(plan_dir, str) or not plan_dir:
+        raise AnsibleFilterError(
+            f"passthrough_plan_load: host {host}: passthrough_plan_dir is not set, so it has no plan file: set "
+            f"passthrough_plan_dir (an absolute directory on the control host, e.g. /var/lib/open-gpu-cloud/plans) "
+            f"in inventory/<env>/group_vars, then {fix}")
+    path = f"{plan_dir.rstrip('/')}/{host}.json"
+    if text is None:
+        raise AnsibleFilterError(f"passthrough_plan_load: host {host}: no plan file {path}: the plan phase has not "
+                                 f"run for it with this passthrough_plan_dir; {fix}")
+    content = _read_plan_file(text, path, host)
+    stale = f"passthrough_plan_load: host {host}: plan file {path} is stale"
+    if content.get("format") != PLAN_FORMAT:
+        raise AnsibleFilterError(f"{stale}: it has plan format {content.get('format')!r}, this version reads "
+                                 f"format {PLAN_FORMAT}; {fix}")
+    if content["plan"].get("host") not in (None, host):
+        raise AnsibleFilterError(f"passthrough_plan_load: host {host}: plan file {path} is the plan of host "
+                                 f"{content['plan'].get('host')}, not of {host}; {fix}")
+    if content.get("policy_fingerprint") != policy_fingerprint(policy):
+        raise AnsibleFilterError(f"{stale}: it was made with another passthrough_policy than the host's current "
+                                 f"one (fingerprint {content.get('policy_fingerprint')}, now "
+                                 f"{policy_fingerprint(policy)}); {fix}")
+    if not isinstance(content.get("facts"), dict):
+        raise AnsibleFilterError(f"passthrough_plan_file: plan file {path} of host {host} has no 'facts' object: "
+                                 f"write it again with: {plan_fix(host)}")
+    return {"facts": content["facts"], "plan": content["plan"]}
 
 
 def verify(facts, plan, host=None, fresh=None):
@@ -727,4 +807,7 @@ class FilterModule:
             "passthrough_policy_errors": policy_errors,
             "passthrough_plan_file": plan_file,
             "passthrough_verify": verify,
+            "passthrough_plan_load": plan_load,
+            "passthrough_plan_record": plan_record,
+            "passthrough_policy_fingerprint": policy_fingerprint,
         }

@@ -75,8 +75,7 @@ def planned_and_rendered(request, fixture_host, tmp_path_factory):
         root = fixture_host(fixture, iommu=True)
         hosts[host] = dict(local, passthrough_sysfs_root=os.path.join(root, "sys"),
                            passthrough_procfs_root=os.path.join(root, "proc"), passthrough_plan_dir=str(work / "plans"))
-    hosts["localhost"] = dict(local, nova_pci_config_node_custom_config=str(work / "config"),
-                              nova_pci_config_plan_dir=str(work / "plans"))
+    hosts["localhost"] = dict(local, nova_pci_config_node_custom_config=str(work / "config"))
     overlay = work / "simulated.yml"
     overlay.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
     inv = os.path.join(ROOT, "inventory", name)

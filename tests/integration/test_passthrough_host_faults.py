@@ -64,7 +64,9 @@ def cases():
     no_gpu["devices"] = [d for d in seed["devices"] if not d["id"].startswith("10de")]
     out["no-gpus"] = (no_gpu, {})
     out["no-gpus-expected"] = (copy.deepcopy(no_gpu), {"passthrough_host_expect_no_gpus": True})
-    out["forced"] = (copy.deepcopy(seed), {"passthrough_host_policy": {"keep_on_host": ["0000:28:00.0"]}})
+    out["forced"] = (copy.deepcopy(seed), {"passthrough_policy": {"keep_on_host": ["0000:28:00.0"]}})
+    # An inventory of an earlier version: the host role's own policy name is refused, not silently ignored.
+    out["retired-policy"] = (copy.deepcopy(seed), {"passthrough_host_policy": {"exclude": ["0000:27:00.0"]}})
     out["bmc-unreachable"] = (copy.deepcopy(seed), {"passthrough_host_bmc_address": "127.0.0.1:%d" % free_port()})
     out["bmc-wrong-password"] = (copy.deepcopy(seed), {"passthrough_host_bmc_password": "bad-Secret-42"})
     out["initramfs-fails"] = (copy.deepcopy(seed), {})
@@ -123,6 +125,11 @@ def run(tmp_path_factory, bmc):
         boot_config = [PY, str(REPO / "scripts" / "simulate_boot_config.py"), str(state / "calls.jsonl"), str(root)]
         hostvars = {
             "passthrough_host_root": str(root),
+            # The plan role runs first (as in site.yml) and writes the plan the host role loads.
+            "passthrough_sysfs_root": str(root / "sys"),
+            "passthrough_procfs_root": str(root / "proc"),
+            "passthrough_plan_dir": str(base / "plans"),
+            "passthrough_show_report": False,
             "passthrough_host_os_family": "Debian",
             "passthrough_host_allow_reboot": True,
             "passthrough_host_boot_config_command": boot_config + ["update-grub"],
@@ -149,7 +156,7 @@ def run(tmp_path_factory, bmc):
     (base / "inventory.yml").write_text(yaml.safe_dump(inventory))
     playbook = base / "play.yml"
     playbook.write_text(yaml.safe_dump([{"name": "Faults", "hosts": "gpu_hosts", "gather_facts": False,
-                                         "roles": [{"role": "passthrough_host"}]}]))
+                                         "roles": [{"role": "passthrough"}, {"role": "passthrough_host"}]}]))
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
                ANSIBLE_ROLES_PATH=str(REPO / "roles"), ANSIBLE_LIBRARY=str(REPO / "library"),
                ANSIBLE_MODULE_UTILS=str(REPO / "module_utils"), ANSIBLE_FILTER_PLUGINS=str(REPO / "filter_plugins"), ANSIBLE_PIPELINING="True", ANSIBLE_FORKS="12")
@@ -162,11 +169,18 @@ def run(tmp_path_factory, bmc):
         assert "{\n" in proc.stdout, "ansible-playbook printed no JSON (rc %d): %s" % (proc.returncode, proc.stderr[-3000:])
         report, _ = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{\n"):])
         failures = {}
+        changed = {}
         for play_report in report["plays"]:
             for task in play_report["tasks"]:
                 for host, result in task["hosts"].items():
+                    if result.get("changed"):
+                        changed.setdefault(host, []).append(task["task"]["name"])
                     if result.get("failed"):
-                        failures[host] = (task["task"]["name"], result.get("msg", ""))  # the last one stopped the host
+                        # A looped task's message is its failed item's.
+                        msg = next((item.get("msg", "") for item in result.get("results", []) if item.get("failed")),
+                                   result.get("msg", ""))
+                        failures[host] = (task["task"]["name"], msg)  # the last one stopped the host
+        report["changed_tasks"] = changed
         return proc, report, failures
 
     proc, report, failures = play()
@@ -179,6 +193,7 @@ def run(tmp_path_factory, bmc):
     second = {}
     _, second["report"], second["failures"] = play("--limit", "initramfs-fails,reboot-no-effect")
     yield {"base": base, "failures": failures, "stats": report["stats"], "originals": originals, "proc": proc,
+           "changed_tasks": report["changed_tasks"],
            "second": second, "after_first": after_first}
     shutil.rmtree(base, ignore_errors=True)
 
@@ -269,15 +284,26 @@ def test_plan_selecting_nothing_is_refused_unless_expected(run):
     assert "the plan selects no device for passthrough" in msg and "passthrough_host_expect_no_gpus: true" in msg
     nothing_written(run, "no-gpus")
     assert "no-gpus-expected" not in run["failures"]
-    assert run["stats"]["no-gpus-expected"]["changed"] == 0
+    # The plan role's plan file on the control host is its only change.
+    assert [t for t in run["changed_tasks"]["no-gpus-expected"] if not t.endswith("Create the plan directory on the control host")] \
+        == ["passthrough : Write the plan file on the control host"]
     nothing_written(run, "no-gpus-expected")
 
 
 def test_device_kept_on_host_that_the_plan_needs(run):
     msg = failure(run, "forced")
     assert "keep_on_host (0000:28:00.0)" in msg and "0000:27:00.0 cannot go to Nova" in msg
-    assert "remove the device from keep_on_host" in msg and "passthrough_host_policy.exclude" in msg
+    assert "remove the device from keep_on_host" in msg and "passthrough_policy.exclude" in msg
     nothing_written(run, "forced")
+
+
+def test_retired_policy_variable_is_refused(run):
+    msg = failure(run, "retired-policy")
+    assert msg.startswith("Host retired-policy: passthrough_host_policy is no longer read")
+    assert "Rename passthrough_host_policy to passthrough_policy in the inventory" in msg
+    assert "ansible-playbook playbooks/plan.yml -i inventory/<env> --limit retired-policy" in msg
+    assert not (run["base"] / "plans" / "retired-policy.json").exists()
+    nothing_written(run, "retired-policy")
 
 
 def test_bmc_unreachable(run):

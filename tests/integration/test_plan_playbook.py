@@ -58,12 +58,20 @@ def test_plan_files_and_report(tmp_path, fixture_host):
     assert rc == 0 and "changed=0" in out and "changed=1" not in out, out
 
 
-def test_check_mode_writes_nothing(tmp_path, fixture_host):
+def test_check_mode_writes_the_plan_files_on_the_control_host_only(tmp_path, fixture_host):
+    """The plan file is the control host's artifact (like kolla's rendered configuration): check mode writes
+    it too, shown by --diff, so the later phases of a check-mode run load this run's plan. The hosts are
+    only read; a real run afterwards changes nothing."""
     inventory = write_inventory(tmp_path, fixture_host)
     plans = tmp_path / "plans"
     rc, out = run_playbook(inventory, "--check", "--diff", "-e", f"passthrough_plan_dir={plans}")
     assert rc == 0, out
-    assert not plans.exists()
+    assert sorted(p.name for p in plans.iterdir()) == ["intel.json", "seed.json", "twin.json"]
+    assert f"+++ after: {plans}/seed.json" in out or '"policy_fingerprint": "sha256:' in out, out
+    seed = json.loads((plans / "seed.json").read_text())
+    assert seed["format"] == 1 and seed["policy_fingerprint"].startswith("sha256:")
+    rc, out = run_playbook(inventory, "-e", f"passthrough_plan_dir={plans}")
+    assert rc == 0 and "changed=0" in out and "changed=1" not in out, out
 
 
 def test_bad_policy_names_host_key_and_fix(tmp_path, fixture_host):
@@ -123,12 +131,17 @@ def test_capture_playbook_archive_plans_like_the_host(tmp_path, fixture_host, fa
     assert facts_module.discover(str(tmp_path / "twin" / "sys"), str(tmp_path / "twin" / "proc")) == original
 
 
-@pytest.mark.parametrize("text, needle", [("", "is empty"), ('{"plan": [', "is not valid JSON (line 1, column 11")])
-def test_cloud_resources_refuses_an_empty_or_corrupt_plan_file(tmp_path, text, needle):
-    """cloud_resources reads the plan files of hosts not planned in this run through the one loader."""
+@pytest.mark.parametrize("text, needle", [
+    ("", "is empty"), ('{"plan": [', "is not valid JSON (line 1, column 11"),
+    (None, "no plan file"), ('{"facts": {}, "plan": {"host": "gpu1", "aliases": []}}', "is stale: it has plan format None"),
+])
+def test_cloud_resources_refuses_a_missing_empty_corrupt_or_stale_plan_file(tmp_path, text, needle):
+    """cloud_resources reads every GPU host's plan file through the one loader: a missing one is an error,
+    not a host silently left out of the alias check."""
     plans = tmp_path / "plans"
     plans.mkdir()
-    (plans / "gpu1.json").write_text(text)
+    if text is not None:
+        (plans / "gpu1.json").write_text(text)
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"all": {
         "vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"},
@@ -146,5 +159,7 @@ def test_cloud_resources_refuses_an_empty_or_corrupt_plan_file(tmp_path, text, n
                           env=env, timeout=300, cwd=ROOT, check=False)
     out = " ".join((proc.stdout + proc.stderr).split())
     assert proc.returncode != 0
-    assert f"plan file {plans}/gpu1.json of host gpu1 {needle}" in out, out
-    assert "ansible-playbook playbooks/plan.yml --limit gpu1" in out
+    where = f"no plan file {plans}/gpu1.json" if text is None else (
+        f"plan file {plans}/gpu1.json {needle}" if "stale" in needle else f"plan file {plans}/gpu1.json of host gpu1 {needle}")
+    assert where in out, out
+    assert "ansible-playbook playbooks/plan.yml -i inventory/<env> --limit gpu1" in out

@@ -108,7 +108,11 @@ def configure_host_with_role(sandbox: Path, host: str, workdir: Path, verify: bo
         "ansible_python_interpreter": sys.executable,
         "passthrough_host_root": str(sandbox),
         "passthrough_host_os_family": "Debian",
-        "passthrough_host_policy": POLICY,
+        "passthrough_policy": POLICY,
+        # The plan role runs first (as in site.yml): it plans the sandbox and writes the plan the host role loads.
+        "passthrough_sysfs_root": str(sandbox / "sys"),
+        "passthrough_procfs_root": str(sandbox / "proc"),
+        "passthrough_plan_dir": str(workdir / "plans"),
         "passthrough_host_boot_config_command": boot_config_command(sandbox),
         "passthrough_host_initramfs_command": ["true"],
         "passthrough_host_allow_reboot": True,
@@ -119,7 +123,7 @@ def configure_host_with_role(sandbox: Path, host: str, workdir: Path, verify: bo
     (workdir / "inventory.json").write_text(json.dumps(inventory, indent=2))
     (workdir / "play.yml").write_text(
         "---\n- name: Configure the real-kernel guest's sandbox root\n  hosts: gpu_hosts\n"
-        "  gather_facts: false\n  roles:\n    - role: passthrough_host\n")
+        "  gather_facts: false\n  roles:\n    - role: passthrough\n    - role: passthrough_host\n")
     playbook = Path(sys.executable).parent / "ansible-playbook"
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), LC_ALL="C.UTF-8", ANSIBLE_NOCOLOR="1")
     proc = subprocess.run([str(playbook), "-i", str(workdir / "inventory.json"), str(workdir / "play.yml")],

@@ -439,7 +439,8 @@ def test_plan_report_lists_every_verdict(planner, host_facts):
 def test_filter_module_exposes_the_filters(planner):
     assert set(planner.FilterModule().filters()) == {"passthrough_plan", "passthrough_plan_report", "passthrough_plan_table",
                                                      "passthrough_policy_errors", "passthrough_plan_file",
-                                                     "passthrough_verify"}
+                                                     "passthrough_verify", "passthrough_plan_load",
+                                                     "passthrough_plan_record", "passthrough_policy_fingerprint"}
 
 
 def test_softdeps_use_the_module_name_from_sysfs_not_the_driver_name(planner, host_facts):
@@ -494,7 +495,7 @@ def test_plan_file_returns_the_plan_from_text_or_slurp(planner):
 def test_plan_file_refuses_empty_and_corrupt_files(planner, data, args, message):
     with pytest.raises(planner.AnsibleFilterError, match=r"^passthrough_plan_file: .*" + message) as caught:
         planner.plan_file(data, *args)
-    assert "ansible-playbook playbooks/plan.yml --limit " in str(caught.value)
+    assert "ansible-playbook playbooks/plan.yml -i inventory/<env> --limit " in str(caught.value)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -62,7 +62,7 @@ def rendered(tmp_path_factory):
     config.mkdir()
     (config / "nova.conf").write_text("[DEFAULT]\ncpu_allocation_ratio = 3.0\n")  # the operator's
     rc, out, _ = run_playbook("nova.yml", inv, {"nova_pci_config_node_custom_config": str(config),
-                                                "nova_pci_config_plan_dir": str(tmp / "plans")})
+                                                "passthrough_plan_dir": str(tmp / "plans")})
     assert rc == 0, out
 
     rc, out, _ = run_playbook("deploy.yml", inv, {

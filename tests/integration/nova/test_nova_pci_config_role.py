@@ -6,9 +6,11 @@ import json
 import pytest
 
 from nova_helpers import alias, device, plan, run_playbook
+from ogc_testlib import load_source
 
 pytestmark = pytest.mark.integration
 
+planner = load_source("passthrough_plan", "filter_plugins/passthrough_plan.py")
 BEGIN = "# BEGIN open-gpu-cloud nova_pci_config: managed block, edit outside it"
 
 PLANS = {
@@ -116,19 +118,45 @@ def test_same_alias_for_different_models_fails(tmp_path, inventory):
 def test_missing_plan_names_host_and_fix(tmp_path, inventory):
     plans = {"gpu1": PLANS["gpu1"]}
     rc, out, _ = run_playbook("nova.yml", inventory, config_vars(
-        tmp_path, nova_pci_config_plans=plans, nova_pci_config_plan_dir=str(tmp_path / "plans")))
+        tmp_path, nova_pci_config_plans=plans, passthrough_plan_dir=str(tmp_path / "plans")))
     assert rc != 0
-    assert "no passthrough plan for gpu2, gpu3" in out and "Run playbooks/plan.yml" in out, out
+    flat = " ".join(out.split())
+    assert f"passthrough_plan_load: host gpu2: no plan file {tmp_path}/plans/gpu2.json" in flat, out
+    assert "run: ansible-playbook playbooks/plan.yml -i inventory/<env> --limit gpu2" in flat
+    assert not (tmp_path / "config").exists()
+
+
+def test_plan_dir_not_set_names_the_variable(tmp_path, inventory):
+    rc, out, _ = run_playbook("nova.yml", inventory, config_vars(tmp_path, nova_pci_config_plans={}))
+    assert rc != 0
+    flat = " ".join(out.split())
+    assert "passthrough_plan_load: host gpu1: passthrough_plan_dir is not set, so it has no plan file" in flat, out
+    assert not (tmp_path / "config").exists()
+
+
+def test_stale_plan_file_is_refused(tmp_path, inventory):
+    pdir = tmp_path / "plans"
+    pdir.mkdir()
+    for host, p in PLANS.items():
+        (pdir / (host + ".json")).write_text(json.dumps(planner.plan_record(p, {}, {})))
+    # gpu3's plan was made with a policy the host no longer has.
+    (pdir / "gpu3.json").write_text(json.dumps(planner.plan_record(PLANS["gpu3"], {}, {"exclude": ["0000:01:00.0"]})))
+    rc, out, _ = run_playbook("nova.yml", inventory, {
+        "nova_pci_config_node_custom_config": str(tmp_path / "config"), "passthrough_plan_dir": str(pdir)})
+    assert rc != 0
+    flat = " ".join(out.split())
+    assert f"host gpu3: plan file {pdir}/gpu3.json is stale: it was made with another passthrough_policy" in flat, out
+    assert not (tmp_path / "config").exists()
 
 
 def test_plans_read_from_plan_files(tmp_path, inventory):
     pdir = tmp_path / "plans"
     pdir.mkdir()
     for host, p in PLANS.items():
-        (pdir / (host + ".json")).write_text(json.dumps({"facts": {}, "plan": p}))
+        (pdir / (host + ".json")).write_text(json.dumps(planner.plan_record(p, {}, {})))
     rc, out, _ = run_playbook("nova.yml", inventory, {
         "nova_pci_config_node_custom_config": str(tmp_path / "config"),
-        "nova_pci_config_plan_dir": str(pdir)})
+        "passthrough_plan_dir": str(pdir)})
     assert rc == 0, out
     assert len(lines(tmp_path / "config/nova/gpu2/nova.conf", "device_spec")) == 2
 
@@ -141,14 +169,14 @@ def test_empty_or_corrupt_plan_file_names_the_file_and_the_command(tmp_path, inv
     pdir = tmp_path / "plans"
     pdir.mkdir()
     for host, p in PLANS.items():
-        (pdir / (host + ".json")).write_text(json.dumps({"facts": {}, "plan": p}))
+        (pdir / (host + ".json")).write_text(json.dumps(planner.plan_record(p, {}, {})))
     (pdir / "gpu2.json").write_text(text)
     rc, out, _ = run_playbook("nova.yml", inventory, {
         "nova_pci_config_node_custom_config": str(tmp_path / "config"),
-        "nova_pci_config_plan_dir": str(pdir)})
+        "passthrough_plan_dir": str(pdir)})
     assert rc != 0
     assert f"plan file {pdir}/gpu2.json of host gpu2 {needle}" in out, out
-    assert "ansible-playbook playbooks/plan.yml --limit gpu2" in out
+    assert "ansible-playbook playbooks/plan.yml -i inventory/<env> --limit gpu2" in " ".join(out.split())
     assert not (tmp_path / "config").exists()
 
 

@@ -36,7 +36,7 @@ def seed_inventory(tmp_path, **host_vars):
     plans = tmp_path / "plans"
     plans.mkdir()
     facts = facts_module.discover(str(root / "sys"), str(root / "proc"))
-    (plans / "seed.json").write_text(json.dumps({"facts": facts, "plan": plan}))
+    (plans / "seed.json").write_text(json.dumps(planner.plan_record(plan, facts, POLICY)))
     inventory = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
                                   "cloud_name": "ogc-test"},
                          "children": {"gpu_hosts": {"hosts": {"seed": dict({

@@ -32,7 +32,7 @@ def seed_host(tmp_path):
     plans = tmp_path / "plans"
     plans.mkdir()
     facts = facts_module.discover(str(root / "sys"), str(root / "proc"), database)
-    (plans / "seed.json").write_text(json.dumps({"facts": facts, "plan": plan}))
+    (plans / "seed.json").write_text(json.dumps(planner.plan_record(plan, facts, {})))
     inventory = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
                                   "health_check_nova": False},
                          "children": {"gpu_hosts": {"hosts": {"seed": {
@@ -90,7 +90,36 @@ def test_corrupt_plan_file_names_the_file_and_the_command(seed_host, tmp_path):
     assert rc != 0
     flat = " ".join(out.split())
     assert f"plan file {tmp_path}/plans/seed.json of host seed is not valid JSON" in flat, out
-    assert "ansible-playbook playbooks/plan.yml --limit seed" in flat
+    assert "ansible-playbook playbooks/plan.yml -i inventory/<env> --limit seed" in flat
+
+
+def test_missing_plan_file_is_an_error_not_a_plan_of_the_current_tree(seed_host, tmp_path):
+    _root, inventory = seed_host
+    (tmp_path / "plans" / "seed.json").unlink()
+    rc, out = run(inventory)
+    assert rc != 0
+    flat = " ".join(out.split())
+    assert f"passthrough_plan_load: host seed: no plan file {tmp_path}/plans/seed.json" in flat, out
+    assert "run: ansible-playbook playbooks/plan.yml -i inventory/<env> --limit seed" in flat
+    assert "Traceback" not in out
+
+
+def test_plan_made_with_another_policy_is_stale(seed_host, tmp_path):
+    _root, inventory = seed_host
+    rc, out = run(inventory, "-e", '{"passthrough_policy": {"exclude": ["0000:44:00.0"]}}')
+    assert rc != 0
+    flat = " ".join(out.split())
+    assert f"host seed: plan file {tmp_path}/plans/seed.json is stale: it was made with another passthrough_policy" in flat, out
+    assert "--limit seed" in flat
+
+
+def test_retired_policy_variable_is_refused(seed_host):
+    _root, inventory = seed_host
+    rc, out = run(inventory, "-e", '{"gpu_health_policy": {}}')
+    assert rc != 0
+    flat = " ".join(out.split())
+    assert "Host seed: gpu_health_policy is no longer read" in flat, out
+    assert "Rename gpu_health_policy to passthrough_policy in the inventory" in flat
 
 
 def test_bad_expected_count_named(seed_host):

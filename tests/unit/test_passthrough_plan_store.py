@@ -1,0 +1,131 @@
+"""The plan file's contract: the producer's record (format, policy fingerprint, facts, plan) and the one
+loader (passthrough_plan_load) refusing a missing, corrupt, foreign or stale file with the host, the file
+and the command to run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+FIX = "ansible-playbook playbooks/plan.yml -i inventory/<env> --limit "
+POLICY = {"exclude": ["0000:28:00.0"], "alias_names": {"10de:1db4": "v100"}}
+
+
+def _written(planner, host_facts, host="seed-v100", policy=None):
+    """What roles/passthrough/tasks/write.yml writes: to_nice_json(sort_keys=true) of the record."""
+    facts = host_facts("seed-v100")
+    plan = planner.passthrough_plan(facts, policy or {}, host)
+    return json.dumps(planner.plan_record(plan, facts, policy or {}), indent=4, sort_keys=True) + "\n", plan, facts
+
+
+def test_record_then_load_returns_the_facts_and_the_plan(planner, host_facts):
+    text, plan, facts = _written(planner, host_facts, policy=POLICY)
+    record = json.loads(text)
+    assert record["format"] == planner.PLAN_FORMAT == 1
+    assert record["policy_fingerprint"] == planner.policy_fingerprint(POLICY)
+    loaded = planner.plan_load(text, "/plans", "seed-v100", POLICY)
+    assert loaded == {"facts": json.loads(json.dumps(facts)), "plan": json.loads(json.dumps(plan))}
+    # The older loader of the plan alone reads the same file.
+    assert planner.plan_file(text, "/plans/seed-v100.json", "seed-v100") == loaded["plan"]
+    # A trailing slash on the directory names the same file.
+    assert planner.plan_load(text, "/plans/", "seed-v100", POLICY) == loaded
+
+
+def test_fingerprint_ignores_key_order_and_sees_every_value(planner):
+    assert planner.policy_fingerprint({"a": 1, "b": [1, 2]}) == planner.policy_fingerprint({"b": [1, 2], "a": 1})
+    assert planner.policy_fingerprint(None) == planner.policy_fingerprint({})
+    assert planner.policy_fingerprint({"exclude": []}) != planner.policy_fingerprint({})
+    assert planner.policy_fingerprint({"exclude": ["0000:27:00.0"]}) != planner.policy_fingerprint({"exclude": ["0000:28:00.0"]})
+    assert planner.policy_fingerprint({}).startswith("sha256:") and len(planner.policy_fingerprint({})) == 23
+
+
+@pytest.mark.parametrize("bad", [[], "exclude", 3])
+def test_fingerprint_refuses_a_policy_that_is_not_a_mapping(planner, bad):
+    with pytest.raises(planner.AnsibleFilterError, match=r"^passthrough_policy_fingerprint: passthrough_policy must be a mapping"):
+        planner.policy_fingerprint(bad)
+
+
+@pytest.mark.parametrize("plan, facts", [([], {}), ({}, None), ("plan", {})])
+def test_record_refuses_what_is_not_a_plan_and_facts(planner, plan, facts):
+    with pytest.raises(planner.AnsibleFilterError, match=r"^passthrough_plan_record: the plan and the facts must be mappings"):
+        planner.plan_record(plan, facts, {})
+
+
+def test_missing_file_names_host_file_and_command(planner):
+    with pytest.raises(planner.AnsibleFilterError) as caught:
+        planner.plan_load(None, "/var/lib/ogc/plans", "gpu7", {})
+    assert str(caught.value) == ("passthrough_plan_load: host gpu7: no plan file /var/lib/ogc/plans/gpu7.json: the plan "
+                                 "phase has not run for it with this passthrough_plan_dir; run: " + FIX + "gpu7")
+
+
+@pytest.mark.parametrize("plan_dir", ["", None, 5])
+def test_plan_dir_not_set_names_the_variable(planner, plan_dir):
+    with pytest.raises(planner.AnsibleFilterError, match=r"^passthrough_plan_load: host gpu7: passthrough_plan_dir is not set") as caught:
+        planner.plan_load('{"plan": {}}', plan_dir, "gpu7", {})
+    assert FIX + "gpu7" in str(caught.value)
+
+
+@pytest.mark.parametrize("host", ["", None, 3])
+def test_host_must_be_a_name(planner, host):
+    with pytest.raises(planner.AnsibleFilterError, match=r"^passthrough_plan_load: the host must be an inventory name"):
+        planner.plan_load("{}", "/plans", host, {})
+
+
+def test_plan_made_with_another_policy_is_stale(planner, host_facts):
+    text, _plan, _facts = _written(planner, host_facts, policy=POLICY)
+    with pytest.raises(planner.AnsibleFilterError) as caught:
+        planner.plan_load(text, "/plans", "seed-v100", {})
+    msg = str(caught.value)
+    assert msg.startswith("passthrough_plan_load: host seed-v100: plan file /plans/seed-v100.json is stale: it was made "
+                          "with another passthrough_policy than the host's current one")
+    assert planner.policy_fingerprint(POLICY) in msg and msg.endswith("run: " + FIX + "seed-v100")
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda r: r.pop("format"), "is stale: it has plan format None, this version reads format 1"),
+    (lambda r: r.update(format=0), "is stale: it has plan format 0"),
+    (lambda r: r.pop("policy_fingerprint"), "is stale: it was made with another passthrough_policy"),
+    (lambda r: r["plan"].update(host="other"), "is the plan of host other, not of seed-v100"),
+    (lambda r: r.pop("facts"), "has no 'facts' object"),
+])
+def test_old_foreign_or_incomplete_files_are_refused(planner, host_facts, change, message):
+    text, _plan, _facts = _written(planner, host_facts)
+    record = json.loads(text)
+    change(record)
+    with pytest.raises(planner.AnsibleFilterError, match=r"^passthrough_plan_(load|file): .*" + message) as caught:
+        planner.plan_load(json.dumps(record), "/plans", "seed-v100", {})
+    assert FIX + "seed-v100" in str(caught.value)
+
+
+@pytest.mark.parametrize("text, message", [("", "is empty"), ("{", "is not valid JSON"), ("[1]", "not a plan file")])
+def test_corrupt_files_are_refused_by_the_same_rules_as_plan_file(planner, text, message):
+    with pytest.raises(planner.AnsibleFilterError, match=r"^passthrough_plan_file: plan file /p/h.json of host h .*" + message):
+        planner.plan_load(text, "/p", "h", {})
+
+
+_policies = st.fixed_dictionaries({}, optional={
+    "exclude": st.lists(st.from_regex(r"0000:[0-9a-f]{2}:[01][0-9a-f]\.[0-7]", fullmatch=True), max_size=3),
+    "allow_unsafe_interrupts": st.booleans(),
+    "alias_names": st.dictionaries(st.sampled_from(["10de:1db4", "10de:2204"]), st.from_regex(r"[a-z][a-z0-9-]{0,8}", fullmatch=True)),
+})
+
+
+@settings(max_examples=60, deadline=None)
+@given(made=_policies, now=_policies)
+def test_a_plan_loads_exactly_when_the_policy_is_the_one_it_was_made_with(planner, made, now):
+    plan = {"host": "h", "selected": [], "aliases": []}
+    text = json.dumps(planner.plan_record(plan, {"devices": []}, made), sort_keys=True)
+    if json.dumps(made, sort_keys=True) == json.dumps(now, sort_keys=True):
+        assert planner.plan_load(text, "/p", "h", now)["plan"] == plan
+    else:
+        with pytest.raises(planner.AnsibleFilterError, match="is stale"):
+            planner.plan_load(text, "/p", "h", now)
+
+
+@settings(max_examples=60, deadline=None)
+@given(policy=_policies)
+def test_fingerprint_is_stable_under_a_json_round_trip(planner, policy):
+    assert planner.policy_fingerprint(json.loads(json.dumps(policy))) == planner.policy_fingerprint(policy)
