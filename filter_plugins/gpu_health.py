@@ -47,7 +47,7 @@ except ImportError:  # pragma: no cover
 
 
 def _fail(host, message):
-    raise AnsibleFilterError("gpu_health (%s): %s" % (host or "?", message))
+    raise AnsibleFilterError(f"gpu_health ({host or '?'}): {message}")
 
 
 def gpu_health(facts, plan, expected=None, host=None, reference="plan file"):
@@ -66,14 +66,14 @@ def gpu_health(facts, plan, expected=None, host=None, reference="plan file"):
                     "while the host is healthy, or let the health play plan from the current tree")
     host = host or plan.get("host") or "?"
     if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int) or expected < 0):
-        _fail(host, "health_expected_gpus must be a whole number >= 0, got %r" % (expected,))
+        _fail(host, f"health_expected_gpus must be a whole number >= 0, got {expected!r}")
     try:
         problems = passthrough_verify.verify(facts, plan, host=host)
     except passthrough_verify.VerifyError as exc:
         _fail(host, str(exc))
     now = dict((d.get("address"), d) for d in facts["devices"])
     selected = [s["address"] for s in plan["selected"]]
-    models = dict((s["address"], s.get("model") or "%s:%s" % (s.get("vendor_id"), s.get("product_id")))
+    models = dict((s["address"], s.get("model") or f"{s.get('vendor_id')}:{s.get('product_id')}")
                   for s in plan["selected"])
     ids = dict((s["address"], s) for s in plan["selected"])
     vfio = list(plan.get("vfio_devices") or [])
@@ -169,7 +169,7 @@ def gpu_health_nova(reports, nova, host_map=None):
                                      "restart nova-compute there after fixing the host so Nova's count is right"
                                      % (report["host"], total, name, report["found"]))
         elif nova.get("available"):
-            line += "; Nova: no PCI devices reported for hypervisor %s" % name
+            line += f"; Nova: no PCI devices reported for hypervisor {name}"
             if planned:
                 report["nova_missing"] = on_bus
                 report_alerts.append(
@@ -184,7 +184,7 @@ def gpu_health_nova(reports, nova, host_map=None):
         alerts.extend(report_alerts)
         out.append(report)
     if nova.get("note"):
-        lines.append("Nova: %s" % nova["note"])
+        lines.append(f"Nova: {nova['note']}")
     return dict(reports=out, lines=lines + ["ALERT " + a for a in alerts], alerts=alerts)
 
 

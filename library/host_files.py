@@ -180,7 +180,7 @@ def main():
     try:
         actions = hf.plan(params["root"], entries)
     except hf.HostFilesError as exc:
-        module.fail_json(msg="nothing written: %s" % to_native(exc), changed=False)
+        module.fail_json(msg=f"nothing written: {to_native(exc)}", changed=False)
     changed = [a for a in actions if a["changed"]]
     result = dict(
         changed=bool(changed),

@@ -51,10 +51,10 @@ def _str(entry, key, where, required=False):
     value = entry.get(key)
     if value is None:
         if required:
-            raise HostFilesError("%s: %s is required for state %s" % (where, key, entry.get("state", "file")))
+            raise HostFilesError(f"{where}: {key} is required for state {entry.get('state', 'file')}")
         return None
     if not isinstance(value, str):
-        raise HostFilesError("%s: %s must be a string, not %s (%r)" % (where, key, type(value).__name__, value))
+        raise HostFilesError(f"{where}: {key} must be a string, not {type(value).__name__} ({value!r})")
     return value
 
 
@@ -62,39 +62,39 @@ def validate(entries):
     """Normalised copies of ``entries`` (dicts); every problem of one entry is an error naming it and its
     path. Types are checked, never coerced: a mode given as a number (YAML reads 0644 as 420) is refused."""
     if not isinstance(entries, list):
-        raise HostFilesError("files must be a list of entries, not %s" % type(entries).__name__)
+        raise HostFilesError(f"files must be a list of entries, not {type(entries).__name__}")
     out, seen = [], {}
     for index, entry in enumerate(entries):
         where = "files[%d]" % index
         if not isinstance(entry, dict):
-            raise HostFilesError("%s must be a dict (path, state, content, ...), not %s" % (where, type(entry).__name__))
+            raise HostFilesError(f"{where} must be a dict (path, state, content, ...), not {type(entry).__name__}")
         unknown = sorted(set(entry) - KEYS)
         if unknown:
-            raise HostFilesError("%s: unknown key(s) %s (known: %s)" % (where, ", ".join(unknown), ", ".join(sorted(KEYS))))
+            raise HostFilesError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(KEYS))})")
         path = _str(entry, "path", where, required=True)
-        where = "%s (%s)" % (where, path)
+        where = f"{where} ({path})"
         if not path.startswith("/"):
             raise HostFilesError("%s: the path is not absolute: give it as on the host, e.g. /etc/modprobe.d/vfio.conf"
                                  % where)
         norm = os.path.normpath(path)
         if norm == "/":
-            raise HostFilesError("%s: the path names the root directory, not a file" % where)
+            raise HostFilesError(f"{where}: the path names the root directory, not a file")
         state = _str(entry, "state", where) or "file"
         if state not in STATES:
-            raise HostFilesError("%s: state %r is not one of %s" % (where, state, ", ".join(STATES)))
+            raise HostFilesError(f"{where}: state {state!r} is not one of {', '.join(STATES)}")
         mode = _str(entry, "mode", where)
         if mode is not None and not MODE_RE.match(mode):
-            raise HostFilesError("%s: mode %r is not an octal mode such as \"0644\" (quote it in YAML)" % (where, mode))
+            raise HostFilesError(f"{where}: mode {mode!r} is not an octal mode such as \"0644\" (quote it in YAML)")
         if mode is not None and state in ("link", "absent"):
-            raise HostFilesError("%s: mode is not used with state %s" % (where, state))
+            raise HostFilesError(f"{where}: mode is not used with state {state}")
         needs = entry.get("needs") or []
         if not isinstance(needs, list) or not all(isinstance(n, str) for n in needs):
-            raise HostFilesError("%s: needs must be a list of strings, not %r" % (where, needs))
+            raise HostFilesError(f"{where}: needs must be a list of strings, not {needs!r}")
         norm_entry = dict(path=norm, state=state, mode=int(mode, 8) if mode is not None else None, needs=list(needs))
         for key, only in (("content", "file"), ("block", "block"), ("marker", "block"), ("src", "link")):
             value = _str(entry, key, where, required=(state == only and key != "marker"))
             if value and state != only:
-                raise HostFilesError("%s: %s is only used with state %s (this entry is state %s)" % (where, key, only, state))
+                raise HostFilesError(f"{where}: {key} is only used with state {only} (this entry is state {state})")
             norm_entry[key] = value if state == only else None
         if state == "block":
             marker = norm_entry["marker"] or "# {mark} ANSIBLE MANAGED BLOCK"
@@ -151,7 +151,7 @@ def _dir_of(root, path):
         probe_host = os.path.dirname(probe_host)
         probe_host, probe_real = bf.resolve(root, probe_host)
     if not os.path.isdir(probe_real):
-        raise HostFilesError("%s: %s is not a directory" % (path, probe_host))
+        raise HostFilesError(f"{path}: {probe_host} is not a directory")
     return parent_real, missing
 
 
@@ -160,7 +160,7 @@ def _read(real, shown):
         with open(real, "rb") as handle:
             data = handle.read()
     except OSError as exc:
-        raise HostFilesError("cannot read %s: %s" % (shown, exc.strerror)) from None
+        raise HostFilesError(f"cannot read {shown}: {exc.strerror}") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -169,7 +169,7 @@ def _read(real, shown):
 
 
 def _mode_str(mode):
-    return "%04o" % mode
+    return f"{mode:04o}"
 
 
 def plan_entry(root, entry):
@@ -192,13 +192,13 @@ def plan_entry(root, entry):
         raise HostFilesError("%s is a directory; the role expects %s there: move the directory away"
                              % (real, "nothing" if state == "absent" else "a " + ("link" if state == "link" else "file")))
     if exists and not is_link and not os.path.isfile(real):
-        raise HostFilesError("%s is not a regular file (a device, socket or pipe): remove it" % real)
+        raise HostFilesError(f"{real} is not a regular file (a device, socket or pipe): remove it")
 
     if state == "absent":
         if exists:
-            before = ("symlink to %s\n" % os.readlink(real)) if is_link else _read(real, real)
+            before = f"symlink to {os.readlink(real)}\n" if is_link else _read(real, real)
             act.update(changed=True, action="remove",
-                       diff=[dict(before_header=real, after_header="%s (removed)" % real, before=before, after="")])
+                       diff=[dict(before_header=real, after_header=f"{real} (removed)", before=before, after="")])
         return act
 
     if state == "link":
@@ -220,7 +220,7 @@ def plan_entry(root, entry):
     act.update(text=after_text, mode=want_mode, mkdirs=missing, unlink_first=is_link)
     if is_link:
         act.update(changed=True, action="replace-link", diff=[dict(
-            before_header="%s (a symlink to %s)" % (real, os.readlink(real)), after_header=real, before="",
+            before_header=f"{real} (a symlink to {os.readlink(real)})", after_header=real, before="",
             after=after_text)])
     elif before_text is None:
         act.update(changed=True, action="create",
@@ -232,7 +232,7 @@ def plan_entry(root, entry):
         if not act["changed"]:
             act["action"] = "chmod"
         act["changed"] = True
-        act["diff"].append(dict(before_header="%s (file attributes)" % real, after_header="%s (file attributes)" % real,
+        act["diff"].append(dict(before_header=f"{real} (file attributes)", after_header=f"{real} (file attributes)",
                                 before=dict(path=real, mode=_mode_str(current_mode)),
                                 after=dict(path=real, mode=_mode_str(want_mode))))
     return act
@@ -241,9 +241,9 @@ def plan_entry(root, entry):
 def plan(root, entries):
     """Every entry's action (see ``plan_entry``), in the given order. ``entries`` are validated first."""
     if not isinstance(root, str) or not root.startswith("/"):
-        raise HostFilesError("root %r is not an absolute path" % (root,))
+        raise HostFilesError(f"root {root!r} is not an absolute path")
     if not os.path.isdir(root):
-        raise HostFilesError("root %s is not a directory on this machine" % root)
+        raise HostFilesError(f"root {root} is not a directory on this machine")
     try:
         actions = [plan_entry(root, entry) for entry in validate(entries)]
     except bf.BootFilesError as exc:
@@ -262,7 +262,7 @@ def plan(root, entries):
 def replace_file(real, text, mode, move):
     """Write ``text`` to a temporary file beside ``real``, flush it, and ``move(tmp, real)`` (the module's
     ``atomic_move``: the rename keeps an existing file's owner); then set ``mode``."""
-    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(real), dir=os.path.dirname(real))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(real)}.", dir=os.path.dirname(real))
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(text.encode("utf-8"))
