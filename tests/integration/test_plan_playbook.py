@@ -58,20 +58,28 @@ def test_plan_files_and_report(tmp_path, fixture_host):
     assert rc == 0 and "changed=0" in out and "changed=1" not in out, out
 
 
-def test_check_mode_writes_the_plan_files_on_the_control_host_only(tmp_path, fixture_host):
-    """The plan file is the control host's artifact (like kolla's rendered configuration): check mode writes
-    it too, shown by --diff, so the later phases of a check-mode run load this run's plan. The hosts are
-    only read; a real run afterwards changes nothing."""
+def test_check_mode_writes_nothing_and_the_run_loads_its_own_plan(tmp_path, fixture_host):
+    """Check mode writes no plan file (--diff shows what it would hold); the later phases of the same run load
+    this run's plan record through the one loader, as a check-mode site.yml does."""
     inventory = write_inventory(tmp_path, fixture_host)
     plans = tmp_path / "plans"
-    rc, out = run_playbook(inventory, "--check", "--diff", "-e", f"passthrough_plan_dir={plans}")
-    assert rc == 0, out
-    assert sorted(p.name for p in plans.iterdir()) == ["intel.json", "seed.json", "twin.json"]
-    assert f"+++ after: {plans}/seed.json" in out or '"policy_fingerprint": "sha256:' in out, out
-    seed = json.loads((plans / "seed.json").read_text())
-    assert seed["format"] == 1 and seed["policy_fingerprint"].startswith("sha256:")
-    rc, out = run_playbook(inventory, "-e", f"passthrough_plan_dir={plans}")
-    assert rc == 0 and "changed=0" in out and "changed=1" not in out, out
+    playbook = tmp_path / "plan_then_load.yml"
+    playbook.write_text(yaml.safe_dump([
+        {"ansible.builtin.import_playbook": os.path.join(ROOT, "playbooks", "plan.yml")},
+        {"name": "Load the plans as a later phase does", "hosts": "gpu_hosts", "gather_facts": False, "tasks": [
+            {"ansible.builtin.include_role": {"name": "passthrough", "tasks_from": "load"}},
+            {"ansible.builtin.assert": {"that": ["passthrough_plan.host == inventory_hostname",
+                                                 "passthrough_plan_facts.devices | length > 0"]}}]},
+    ]))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    proc = subprocess.run(["ansible-playbook", "-i", str(inventory), str(playbook), "--check", "--diff",
+                           "-e", f"passthrough_plan_dir={plans}"], capture_output=True, text=True, env=env, timeout=300,
+                          cwd=ROOT, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert not plans.exists()
+    assert f"+++ after: {plans}/seed.json" in out, out
+    assert "failed=0" in out and "failed=1" not in out
 
 
 def test_bad_policy_names_host_key_and_fix(tmp_path, fixture_host):
