@@ -192,7 +192,9 @@ class TestCloud:
         self.state["ports"] = ports
 
     def db(self, name):
-        return f"sqlite:///{os.path.join(self.data, name + '.sqlite')}"
+        # A writer waits up to 60 s for SQLite's lock (the driver's default is 5 s): the nova services share these
+        # files, and on a loaded machine a 5-second wait ends builds in "database is locked".
+        return f"sqlite:///{os.path.join(self.data, name + '.sqlite')}?timeout=60"
 
     def authtoken(self, user, password):
         return f"""[keystone_authtoken]
