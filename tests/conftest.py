@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import resource
+import time
 
 import pytest
 
@@ -102,3 +105,24 @@ def pytest_collection_modifyitems(config, items):  # pylint: disable=unused-argu
     rank = {group: place for place, group in enumerate(SLOWEST_FIRST)}
     # sorted() is stable: within a group, and among the groups not ranked, pytest's order stays.
     items[:] = sorted(items, key=lambda item: rank.get(groups[item.nodeid], len(rank)))
+
+
+# ---- CPU per test (bench/tests/README.md): with OGC_TEST_CPU_LOG=FILE, one JSON line per test ----
+# The CPU of the worker and of the processes it waited for (ansible-playbook, qemu, the tools), fixtures' set-up
+# and teardown included in the test that ran them. Daemons a test starts and leaves running (the test cloud's
+# servers) are not in it.
+def _cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):  # pylint: disable=unused-argument
+    log = os.environ.get("OGC_TEST_CPU_LOG")
+    cpu0, wall0 = _cpu_seconds(), time.monotonic()
+    yield
+    if log:
+        line = json.dumps({"test": item.nodeid, "group": test_group(item), "cpu_s": round(_cpu_seconds() - cpu0, 2),
+                           "wall_s": round(time.monotonic() - wall0, 2)})
+        with open(log, "a", encoding="utf-8") as handle:
+            handle.write(line + "\n")

@@ -10,7 +10,8 @@ the fleet rollout); the simulated hosts' scripts come from this checkout.
 For each N: a fresh inventory (bench/fleet/fleet_inventory.py: hosts cycling over the demo's three fixtures,
 recorded tools, simulated reboots), then the two runs. Per run: wall time, the CPU time of ansible-playbook and
 everything it started (getrusage of the children: with simulated hosts the modules run on this machine too, so
-this is controller + "host" CPU, an upper bound of the controller's), CPU per GPU host, the load average before
+this is controller + "host" CPU), the simulated hosts' share of it (their module processes, counted by
+bench/fleet/host_python.py, the hosts' interpreter here) and the controller's (the rest), each per GPU host, the load average before
 and after, and the 15 costliest tasks (ansible.posix.profile_tasks). Raw logs in OUT/<N>-<run>.log, figures in
 OUT/results.json. Nothing outside WORKDIR and OUT is written.
 """
@@ -44,9 +45,23 @@ def top_tasks(log, count=15):
     return [(name.strip(), float(sec)) for name, sec in found[-count:]] if found else []
 
 
+def host_cpu(path):
+    """Seconds of CPU the simulated hosts' module processes used (host_python.py's lines), and their count."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = [line.split() for line in handle if line.strip()]
+    except FileNotFoundError:
+        return 0.0, 0
+    return sum(float(children) + float(own) for children, own in lines), len(lines)
+
+
 def one_run(inventory, label, out_dir, hosts, repo=REPO):
+    host_log = os.path.join(out_dir, "%d-%s.host-cpu" % (hosts, label))
+    if os.path.exists(host_log):
+        os.remove(host_log)
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(repo, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_CALLBACKS_ENABLED="ogc_changes,ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT="15")
+               ANSIBLE_CALLBACKS_ENABLED="ogc_changes,ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT="15",
+               OGC_BENCH_HOST_PYTHON=sys.executable, OGC_BENCH_HOST_CPU_LOG=host_log)
     load_before = os.getloadavg()
     cpu0, wall0 = children_cpu(), time.time()
     proc = subprocess.run([PLAYBOOK, os.path.join(repo, "site.yml"), "-i", inventory, "--tags", "plan,host"],
@@ -56,8 +71,11 @@ def one_run(inventory, label, out_dir, hosts, repo=REPO):
     with open(os.path.join(out_dir, "%d-%s.log" % (hosts, label)), "w", encoding="utf-8") as handle:
         handle.write(log)
     recap = re.findall(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)", log, re.M)
+    on_hosts, module_runs = host_cpu(host_log)
     return dict(hosts=hosts, run=label, rc=proc.returncode, wall_s=round(wall, 1), cpu_s=round(cpu, 1),
-                cpu_per_host_s=round(cpu / hosts, 2), load_before=[round(x, 2) for x in load_before],
+                cpu_per_host_s=round(cpu / hosts, 2), module_runs=module_runs,
+                host_side_per_host_s=round(on_hosts / hosts, 2),
+                controller_per_host_s=round((cpu - on_hosts) / hosts, 2), load_before=[round(x, 2) for x in load_before],
                 load_after=[round(x, 2) for x in os.getloadavg()],
                 changed=sum(int(c) for host, _ok, c in recap if host != "localhost"),
                 top_tasks=top_tasks(log))
@@ -82,7 +100,7 @@ def main(argv):
     for hosts in args.hosts:
         work = os.path.join(args.workdir, str(hosts))
         shutil.rmtree(work, ignore_errors=True)
-        inventory = fleet_inventory.build(hosts, work, batch=batch)
+        inventory = fleet_inventory.build(hosts, work, batch=batch, interpreter=os.path.join(HERE, "host_python.py"))
         for label in ("first", "noop"):
             result = one_run(inventory, label, args.out, hosts, os.path.abspath(args.repo))
             print(json.dumps({k: v for k, v in result.items() if k != "top_tasks"}), flush=True)

@@ -28,8 +28,9 @@ def write(path, data, comment):
         yaml.safe_dump(data, handle, default_flow_style=False, sort_keys=False)
 
 
-def build(count, directory, batch=1, hold=0.0, fixtures=None):
-    """Write the inventory; returns its path (DIR/inventory)."""
+def build(count, directory, batch=1, hold=0.0, fixtures=None, interpreter="{{ ansible_playbook_python }}"):
+    """Write the inventory; returns its path (DIR/inventory). interpreter: the hosts' Python (the benchmark's
+    host_python.py to count their CPU apart)."""
     fixtures = fixtures or DEMO_FIXTURES
     directory = os.path.abspath(directory)
     inventory = os.path.join(directory, "inventory")
@@ -68,6 +69,8 @@ def build(count, directory, batch=1, hold=0.0, fixtures=None):
             "{{ fleet_reboot_log }}", "{{ inventory_hostname }}", "--hold", str(hold), "--",
             "{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/scripts/simulate_reboot.py",
             "{{ ogc_repo_dir }}/fixtures/hosts/{{ demo_fixture }}.yml", "{{ passthrough_host_root }}"],
+        # The GPU hosts' own interpreter (the control host's tasks, delegated ones included, keep the default).
+        "ansible_python_interpreter": interpreter,
     }, "Simulated GPU hosts: recorded tools, timed and simulated reboots")
     return inventory
 
