@@ -191,6 +191,31 @@ def _policy_bool(policy, key, host):
                          "(Ansible also reads yes/no, on/off, 1/0)") from None
 
 
+# One policy variable (passthrough_policy) plans the host, configures it, renders Nova's device_spec and checks its
+# health; the names the host and health roles had are refused, so no host is configured from one policy and
+# offered to Nova from another.
+RETIRED_POLICY_VARS = ("passthrough_host_policy", "gpu_health_policy")
+
+
+def retired_vars_errors(hosts, hostvars):
+    """The refusals of the retired policy variables the given hosts still set (empty when none does).
+
+    :param hosts: inventory hostnames, each named in its message with the fix.
+    :param hostvars: Ansible's ``hostvars`` (only the variables' names are looked at).
+    """
+    errors = []
+    for host in hosts:
+        retired = [name for name in RETIRED_POLICY_VARS if name in hostvars[host]]
+        if retired:
+            names = " and ".join(retired)
+            errors.append(
+                f"Host {host}: {names} {'is' if len(retired) == 1 else 'are'} no longer read: the plan, the host "
+                f"configuration, Nova and the health check all use passthrough_policy. Rename {names} to "
+                f"passthrough_policy in the inventory (one policy per host), then run: ansible-playbook "
+                f"playbooks/plan.yml -i inventory/<env> --limit {host}")
+    return errors
+
+
 def policy_errors(policy, host=None):
     """The problems of a passthrough_policy that show without the host's facts (types, keys, formats),
     as a list of messages naming the host and the key; empty when the policy is well formed. The role's
@@ -805,6 +830,7 @@ class FilterModule:
             "passthrough_plan_report": plan_report,
             "passthrough_plan_table": plan_table,
             "passthrough_policy_errors": policy_errors,
+            "passthrough_retired_vars_errors": retired_vars_errors,
             "passthrough_plan_file": plan_file,
             "passthrough_verify": verify,
             "passthrough_plan_load": plan_load,

@@ -18,6 +18,7 @@ Modules import it as ``from ansible.module_utils.openstack_cloud import ...``.
 
 from __future__ import annotations
 
+import re
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 
@@ -168,7 +169,8 @@ class CloudModule:
                 "Unable to establish connection" in text:
             return "cannot reach the identity endpoint of %s: %s (is Keystone running and the auth_url right?)" % (
                 where, text)
-        if ksa_exceptions is not None and isinstance(exc, ksa_exceptions.Unauthorized) or "401" in text:
+        if ksa_exceptions is not None and isinstance(exc, ksa_exceptions.Unauthorized) or \
+                re.search(r"HTTP 401\b|\b401 Unauthorized", text):  # a bare "401" may be part of a port number
             return f"authentication to {where} failed (wrong user, password or project?): {text}"
         return f"cannot authenticate to {where}: {text}"
 

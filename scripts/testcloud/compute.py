@@ -251,8 +251,13 @@ region_name = RegionOne
         if self.fake_gpus:
             devices = read_fake_gpus(self.fake_gpus)
         source = f"from {self.nova_pci_from}" if self.nova_pci_from else "the test cloud's own"
+        self.has_device_spec = bool(specs)
         text += f"""
 # ---- compute services (testcloud.sh start --with-compute) ----
+[DEFAULT]
+# Periodic tasks start at once, not after Nova's random delay of up to 60 s: the scheduler maps the new compute
+# host (discover_hosts_in_cells_interval) seconds after it registered, so the start waits for that, not for chance.
+periodic_fuzzy_delay = 0
 [placement]
 {auth}
 [neutron]
@@ -299,8 +304,8 @@ enforce_new_defaults = true
         cloud = self.cloud
         state = cloud.state
         if not state.get("placement_initialised"):
-            cloud.manage("placement", [cloud_bin("placement-manage"), "--config-file",
-                                       os.path.join(cloud.etc, "placement", "placement.conf"), "db", "sync"])
+            cloud.migrate("placement", "placement", [cloud_bin("placement-manage"), "--config-file",
+                                                     os.path.join(cloud.etc, "placement", "placement.conf"), "db", "sync"])
             cloud.wal("placement")
             state["placement_initialised"] = True
         if state.get("cell_transport_url") != self.transport_url():
@@ -428,6 +433,7 @@ enforce_new_defaults = true
     def wait_compute(self, conn, procs, deadline, started):
         """Until the hypervisor is known to the API, the nova services are up and placement has the host."""
         seen = "nothing yet"
+        last_tree = None
         while time.time() < deadline:
             for name in ("conductor", "scheduler", "compute", "placement", "neutron"):
                 if procs[name].poll() is not None:
@@ -448,9 +454,23 @@ enforce_new_defaults = true
                 except Exception as exc:  # pylint: disable=broad-except
                     providers, services = [], dict(services, placement_error=str(exc))
                 if providers:
-                    return
+                    # The host's root provider is made first, its PCI devices' providers (report_in_placement) and
+                    # the inventories right after, in the same update: ready when the tree has them all, i.e. has
+                    # children (when a device_spec is set), every provider has an inventory, and a second look a
+                    # second later finds the same tree.
+                    try:
+                        tree = sorted((p.name, bool(list(conn.placement.resource_provider_inventories(p))))
+                                      for p in conn.placement.resource_providers(in_tree=providers[0].id))
+                    except Exception as exc:  # pylint: disable=broad-except
+                        tree, services = [], dict(services, placement_error=str(exc))
+                    complete = tree and all(has for _name, has in tree) and \
+                        (len(tree) > 1 or not getattr(self, "has_device_spec", False))
+                    if complete and tree == last_tree:
+                        return
+                    last_tree = tree if complete else None
+                    providers = [name for name, _has in tree] or providers
             seen = "hypervisors %s, services %s, providers %s" % (
-                [h.name for h in hypervisors], services, [p.name for p in providers])
+                [h.name for h in hypervisors], services, [getattr(p, "name", p) for p in providers])
             time.sleep(1)
         raise self.failed("compute", f"did not register with the API and placement in time (last seen: {seen})")
 

@@ -143,6 +143,46 @@ def tail(path, lines=15):
         return ""
 
 
+# --------------------------------------------------------------------------- migrated schemas
+# Every test cloud's databases start from the same schemas: what keystone-manage db_sync, nova-manage api_db sync and
+# db sync, glance-manage db_sync and placement-manage db sync produce with this venv's versions of the services. The
+# first cloud runs the migrations and keeps each new database file here (before anything of that cloud is in it:
+# keys, users, endpoints, cell mappings and ports are each cloud's own and are made for it as before); the next cloud,
+# in another directory, starts from copies instead of migrating again. The folder is inside the venv and named by
+# the services' versions, so a venv built with other versions never reads these.
+SCHEMA_PACKAGES = ("keystone", "nova", "glance", "openstack-placement")
+
+
+def schema_cache_dir():
+    from importlib import metadata  # pylint: disable=import-outside-toplevel
+
+    versions = []
+    for package in SCHEMA_PACKAGES:
+        try:
+            versions.append(f"{package}-{metadata.version(package)}")
+        except metadata.PackageNotFoundError:
+            versions.append(f"{package}-none")
+    return os.path.join(sys.prefix, "ogc-testcloud-schemas", "_".join(versions))
+
+
+def schema_from_cache(name, dest):
+    """Copy the cached migrated database NAME to DEST; False when there is none (then migrate)."""
+    cached = os.path.join(schema_cache_dir(), name + ".sqlite")
+    if not os.path.isfile(cached):
+        return False
+    shutil.copyfile(cached, dest)
+    return True
+
+
+def schema_to_cache(name, src):
+    """Keep the freshly migrated database NAME (written whole, then renamed: clouds may start side by side)."""
+    folder = schema_cache_dir()
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.{threading.get_ident()}")
+    shutil.copyfile(src, tmp)
+    os.replace(tmp, os.path.join(folder, name + ".sqlite"))
+
+
 # --------------------------------------------------------------------------- the cloud
 
 class TestCloud:
@@ -321,10 +361,18 @@ clouds:
         finally:
             con.close()
 
+    def migrate(self, label, name, argv):
+        """Run a schema migration into data/NAME.sqlite, or copy its result from the schema cache."""
+        path = os.path.join(self.data, name + ".sqlite")
+        if schema_from_cache(name, path):
+            return
+        self.manage(label, argv)
+        schema_to_cache(name, path)
+
     def init_keystone(self):
         conf = ["--config-file", os.path.join(self.etc, "keystone", "keystone.conf")]
         km = venv_bin("keystone-manage")
-        self.manage("keystone", [km, *conf, "db_sync"])
+        self.migrate("keystone", "keystone", [km, *conf, "db_sync"])
         self.manage("keystone", [km, *conf, "fernet_setup", "--keystone-user", str(os.getuid()),
                                  "--keystone-group", str(os.getgid())])
         self.manage("keystone", [km, *conf, "credential_setup", "--keystone-user", str(os.getuid()),
@@ -344,18 +392,23 @@ clouds:
     def init_nova(self):
         conf = ["--config-file", os.path.join(self.etc, "nova", "nova.conf")]
         nm = venv_bin("nova-manage")
-        self.manage("nova", [nm, *conf, "api_db", "sync"])
+        self.migrate("nova", "nova_api", [nm, *conf, "api_db", "sync"])
         self.manage("nova", [nm, *conf, "cell_v2", "map_cell0", "--database_connection",
                              self.db("nova_cell0")])
-        self.manage("nova", [nm, *conf, "db", "sync"])
+        # `db sync` migrates the cell database and, through the mapping just made, cell0: the same schema twice.
+        if not (schema_from_cache("nova", os.path.join(self.data, "nova.sqlite"))
+                and schema_from_cache("nova_cell0", os.path.join(self.data, "nova_cell0.sqlite"))):
+            self.manage("nova", [nm, *conf, "db", "sync"])
+            for name in ("nova", "nova_cell0"):
+                schema_to_cache(name, os.path.join(self.data, name + ".sqlite"))
         self.manage("nova", [nm, *conf, "cell_v2", "create_cell", "--name", "cell1",
                              "--database_connection", self.db("nova"), "--transport-url", "fake://"])
         for name in ("nova_api", "nova", "nova_cell0"):
             self.wal(name)
 
     def init_glance(self):
-        self.manage("glance", [venv_bin("glance-manage"), "--config-file",
-                               os.path.join(self.etc, "glance", "glance-api.conf"), "db_sync"])
+        self.migrate("glance", "glance", [venv_bin("glance-manage"), "--config-file",
+                                          os.path.join(self.etc, "glance", "glance-api.conf"), "db_sync"])
         self.wal("glance")
 
     def initialise(self):
@@ -498,7 +551,9 @@ clouds:
             print(f"testcloud: restoring the freshly initialised databases from {self.pristine}", flush=True)
             self.restore_pristine()
         if not self.state.get("initialised"):
-            print(f"testcloud: initialising databases in {self.data}", flush=True)
+            cached = os.path.isdir(schema_cache_dir())
+            print(f"testcloud: initialising databases in {self.data}"
+                  f"{' from the migrated schemas in ' + schema_cache_dir() if cached else ' (migrations)'}", flush=True)
             self.initialise()
         if self.state.get("keystone_url") != self.url("keystone"):
             self.bootstrap_keystone()  # updates the identity endpoint to the new port

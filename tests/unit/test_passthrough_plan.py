@@ -440,7 +440,8 @@ def test_filter_module_exposes_the_filters(planner):
     assert set(planner.FilterModule().filters()) == {"passthrough_plan", "passthrough_plan_report", "passthrough_plan_table",
                                                      "passthrough_policy_errors", "passthrough_plan_file",
                                                      "passthrough_verify", "passthrough_plan_load",
-                                                     "passthrough_plan_record", "passthrough_policy_fingerprint"}
+                                                     "passthrough_plan_record", "passthrough_policy_fingerprint",
+                                                     "passthrough_retired_vars_errors"}
 
 
 def test_softdeps_use_the_module_name_from_sysfs_not_the_driver_name(planner, host_facts):

@@ -129,3 +129,23 @@ def test_a_plan_loads_exactly_when_the_policy_is_the_one_it_was_made_with(planne
 @given(policy=_policies)
 def test_fingerprint_is_stable_under_a_json_round_trip(planner, policy):
     assert planner.policy_fingerprint(json.loads(json.dumps(policy))) == planner.policy_fingerprint(policy)
+
+
+def test_retired_policy_variables_are_refused_per_host_with_the_fix(planner):
+    hostvars = {"a": {"passthrough_policy": {}}, "b": {"passthrough_host_policy": {}},
+                "c": {"passthrough_host_policy": {}, "gpu_health_policy": {}}}
+    assert planner.retired_vars_errors(["a"], hostvars) == []
+    errors = planner.retired_vars_errors(["a", "b", "c"], hostvars)
+    assert errors[0].startswith("Host b: passthrough_host_policy is no longer read")
+    assert errors[0].endswith(FIX + "b")
+    assert errors[1].startswith("Host c: passthrough_host_policy and gpu_health_policy are no longer read")
+
+
+@given(st.dictionaries(st.sampled_from(["passthrough_policy", "passthrough_host_policy", "gpu_health_policy", "x"]),
+                       st.none()))
+@settings(max_examples=50)
+def test_a_host_is_refused_exactly_when_it_sets_a_retired_name(planner, host_vars):
+    errors = planner.retired_vars_errors(["h"], {"h": host_vars})
+    retired = [name for name in planner.RETIRED_POLICY_VARS if name in host_vars]
+    assert len(errors) == (1 if retired else 0)
+    assert all(name in errors[0] for name in retired)

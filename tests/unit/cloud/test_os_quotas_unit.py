@@ -159,6 +159,12 @@ def test_wrong_credentials_message(os_quotas, conn, run_module):
     assert quota_writes(conn) == []
 
 
+def test_a_port_with_401_in_it_is_not_a_wrong_password(os_quotas, conn, run_module):
+    conn.authorize.side_effect = RuntimeError("Internal Server Error (HTTP 500) from http://127.0.0.1:54013/v3")
+    result = run_module(os_quotas, ARGS)
+    assert result["msg"].startswith("cannot authenticate to cloud 'ogc-test': "), result["msg"]
+
+
 def test_unreachable_endpoint_message(os_quotas, conn, run_module):
     from keystoneauth1 import exceptions as ksa  # pylint: disable=import-outside-toplevel
 
