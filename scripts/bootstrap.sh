@@ -20,9 +20,7 @@ fi
 echo "bootstrap: creating $venv (first run takes a few minutes)"
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-# --no-compile: Python compiles a module when it is first imported; compiling every file of every package
-# here (the collections' thousands, the services' test suites) cost about half the install's CPU.
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile "$root[test]"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$root[test]"
 echo "$want" > "$stamp"
 version=$("$venv/bin/ansible" --version)
 echo "bootstrap: ready (${version%%$'\n'*})"

@@ -22,10 +22,8 @@ fi
 echo "openstack-venv: installing Keystone, Nova and Glance into $venv (about 2 minutes)" >&2
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
-# --no-compile: Python compiles a module when it is first imported; compiling every file of every package
-# here (the collections' thousands, the services' test suites) cost about half the install's CPU.
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-  --no-compile -c "$root/requirements/upper-constraints-2026.1.txt" \
+  -c "$root/requirements/upper-constraints-2026.1.txt" \
   -r "$root/requirements/openstack-services.txt" >&2
 echo "$want" > "$stamp"
 echo "$venv"
