@@ -164,6 +164,7 @@ class Compute:
         self.rabbit_dir = os.path.join(cloud.data, "rabbitmq")
         self.rabbit_logs = os.path.join(cloud.logs, "rabbitmq")
         self.here = os.path.dirname(os.path.abspath(__file__))
+        self.has_device_spec = False  # write_configs: whether [pci] has a device_spec (wait_compute then waits for its providers)
 
     def options(self):
         """What this start was asked for (a running cloud started otherwise is restarted)."""
@@ -304,7 +305,7 @@ enforce_new_defaults = true
         cloud = self.cloud
         state = cloud.state
         if not state.get("placement_initialised"):
-            cloud.migrate("placement", "placement", [cloud_bin("placement-manage"), "--config-file",
+            cloud.migrate("placement", ["placement"], [cloud_bin("placement-manage"), "--config-file",
                                                      os.path.join(cloud.etc, "placement", "placement.conf"), "db", "sync"])
             cloud.wal("placement")
             state["placement_initialised"] = True
@@ -464,7 +465,7 @@ enforce_new_defaults = true
                     except Exception as exc:  # pylint: disable=broad-except
                         tree, services = [], dict(services, placement_error=str(exc))
                     complete = tree and all(has for _name, has in tree) and \
-                        (len(tree) > 1 or not getattr(self, "has_device_spec", False))
+                        (len(tree) > 1 or not self.has_device_spec)
                     if complete and tree == last_tree:
                         return
                     last_tree = tree if complete else None

@@ -361,18 +361,20 @@ clouds:
         finally:
             con.close()
 
-    def migrate(self, label, name, argv):
-        """Run a schema migration into data/NAME.sqlite, or copy its result from the schema cache."""
-        path = os.path.join(self.data, name + ".sqlite")
-        if schema_from_cache(name, path):
+    def migrate(self, label, names, argv):
+        """Run a schema migration that writes data/<name>.sqlite for each of NAMES, or copy its results from the
+        schema cache (all of them, else the migration runs)."""
+        paths = {name: os.path.join(self.data, name + ".sqlite") for name in names}
+        if all([schema_from_cache(name, path) for name, path in paths.items()]):
             return
         self.manage(label, argv)
-        schema_to_cache(name, path)
+        for name, path in paths.items():
+            schema_to_cache(name, path)
 
     def init_keystone(self):
         conf = ["--config-file", os.path.join(self.etc, "keystone", "keystone.conf")]
         km = venv_bin("keystone-manage")
-        self.migrate("keystone", "keystone", [km, *conf, "db_sync"])
+        self.migrate("keystone", ["keystone"], [km, *conf, "db_sync"])
         self.manage("keystone", [km, *conf, "fernet_setup", "--keystone-user", str(os.getuid()),
                                  "--keystone-group", str(os.getgid())])
         self.manage("keystone", [km, *conf, "credential_setup", "--keystone-user", str(os.getuid()),
@@ -392,22 +394,18 @@ clouds:
     def init_nova(self):
         conf = ["--config-file", os.path.join(self.etc, "nova", "nova.conf")]
         nm = venv_bin("nova-manage")
-        self.migrate("nova", "nova_api", [nm, *conf, "api_db", "sync"])
+        self.migrate("nova", ["nova_api"], [nm, *conf, "api_db", "sync"])
         self.manage("nova", [nm, *conf, "cell_v2", "map_cell0", "--database_connection",
                              self.db("nova_cell0")])
-        # `db sync` migrates the cell database and, through the mapping just made, cell0: the same schema twice.
-        if not (schema_from_cache("nova", os.path.join(self.data, "nova.sqlite"))
-                and schema_from_cache("nova_cell0", os.path.join(self.data, "nova_cell0.sqlite"))):
-            self.manage("nova", [nm, *conf, "db", "sync"])
-            for name in ("nova", "nova_cell0"):
-                schema_to_cache(name, os.path.join(self.data, name + ".sqlite"))
+        # `db sync` migrates the cell database and, through the mapping just made, cell0.
+        self.migrate("nova", ["nova", "nova_cell0"], [nm, *conf, "db", "sync"])
         self.manage("nova", [nm, *conf, "cell_v2", "create_cell", "--name", "cell1",
                              "--database_connection", self.db("nova"), "--transport-url", "fake://"])
         for name in ("nova_api", "nova", "nova_cell0"):
             self.wal(name)
 
     def init_glance(self):
-        self.migrate("glance", "glance", [venv_bin("glance-manage"), "--config-file",
+        self.migrate("glance", ["glance"], [venv_bin("glance-manage"), "--config-file",
                                           os.path.join(self.etc, "glance", "glance-api.conf"), "db_sync"])
         self.wal("glance")
 
