@@ -101,6 +101,16 @@ def test_policy_ids_yaml_made_numbers_are_refused_by_preflight(tmp_path, fixture
     assert "Traceback" not in out
 
 
+def test_relative_root_and_bad_policy_are_reported_together(tmp_path, fixture_host):
+    inventory = write_inventory(tmp_path, fixture_host, {"seed": {"passthrough_sysfs_root": "captured/sys",
+                                                                  "passthrough_policy": {"vendors": [0x10de]}}})
+    rc, out = run_playbook(inventory, "--limit", "seed")
+    assert rc != 0 and "Traceback" not in out
+    assert "Host seed: passthrough_sysfs_root (captured/sys) and passthrough_procfs_root (" in out
+    assert "must be absolute paths, e.g. /sys and /proc" in out
+    assert "passthrough_policy.vendors entry 4318 is a number" in out   # the same failure names both
+
+
 def test_policy_quoted_false_stays_false(tmp_path, fixture_host):
     plans = tmp_path / "plans"
     inventory = write_inventory(tmp_path, fixture_host, {"seed": {"passthrough_policy": {"allow_unsafe_interrupts": "false"}}})

@@ -1,0 +1,165 @@
+"""The passthrough_host role's refusals, each a message naming the host, the variable or device and the fix.
+
+One filter per check point of the role, so a host is checked in one task there instead of one task per rule
+(on a fleet, every task costs the controller a worker per host):
+
+* ``passthrough_host_var_errors``: the role's own variables, before anything is read or written
+  (tasks/preflight_vars.yml);
+* ``passthrough_host_preflight_errors``: the host's stored plan and the facts it was made from, before
+  anything is written (tasks/preflight.yml).
+
+Both return a list of messages, empty when nothing is wrong; the role asserts the list is empty and joins the
+messages into one failure.
+"""
+
+# The path variables a host's root is put in front of (an empty boot-config output means "none").
+PATH_VARS = (
+    "passthrough_host_grub_path",
+    "passthrough_host_grub_dropin_dir",
+    "passthrough_host_state_file",
+    "passthrough_host_modprobe_file",
+    "passthrough_host_blacklist_file",
+    "passthrough_host_modules_load_file",
+    "passthrough_host_bind_script",
+    "passthrough_host_boot_config_output",
+)
+COMMAND_VARS = ("passthrough_host_boot_config_command", "passthrough_host_initramfs_command",
+                "passthrough_host_reboot_command")
+GRUB_VARIABLES = ("", "GRUB_CMDLINE_LINUX", "GRUB_CMDLINE_LINUX_DEFAULT")
+# Arguments that keep the IOMMU off whatever the firmware says.
+IOMMU_OFF_ARGS = ("iommu=off", "amd_iommu=off", "intel_iommu=off")
+
+
+def _positive_number(value):
+    """A count of seconds: an int (or digits) above zero; a boolean is not a number here."""
+    if isinstance(value, bool):
+        return False
+    try:
+        return int(value) > 0
+    except (TypeError, ValueError):
+        return False
+
+
+def _text(value):
+    return "" if value is None else str(value)
+
+
+def var_errors(values, host, family="", supported=("Debian", "RedHat")):
+    """The refusals of the role's variables.
+
+    :param values: the role's variables by name (the passthrough_host_* names of defaults/main.yml).
+    :param host: the inventory hostname, named in every message.
+    :param family: the OS family the role will use (given or gathered).
+    :param supported: the OS families whose tools the role knows.
+    """
+    errors = []
+    root = values.get("passthrough_host_root")
+    ok = (isinstance(root, str) and root.startswith("/")
+          and values.get("passthrough_host_grub_variable", "") in GRUB_VARIABLES
+          and _positive_number(values.get("passthrough_host_reboot_timeout"))
+          and all(isinstance(values.get(name, []), (list, tuple)) for name in COMMAND_VARS))
+    if not ok:
+        errors.append(
+            f"{host}: passthrough_host_root ({_text(root)}) must be an absolute path, passthrough_host_grub_variable "
+            f"({_text(values.get('passthrough_host_grub_variable'))}) empty, GRUB_CMDLINE_LINUX or "
+            "GRUB_CMDLINE_LINUX_DEFAULT, passthrough_host_reboot_timeout a positive number of seconds, and the "
+            "*_command variables lists of arguments (e.g. [update-grub]), not strings.")
+
+    relative = []
+    for name in PATH_VARS:
+        if name not in values:
+            continue
+        value = values[name]
+        if name == "passthrough_host_boot_config_output" and not value:
+            continue
+        if not isinstance(value, str) or not value.startswith("/"):
+            relative.append(f"{name} ({_text(value)})")
+    if relative:
+        errors.append(
+            f"{host}: {' '.join(relative)} is not an absolute path. Give every passthrough_host_* path as it is on "
+            "the host, starting with / (e.g. /etc/default/grub); the role puts passthrough_host_root in front of it.")
+
+    if family not in supported:
+        errors.append(
+            f"{host}: OS family {family or 'unknown'} is not supported (only {', '.join(supported)}). Gather facts, or "
+            "set passthrough_host_os_family to the family whose tools (update-grub/update-initramfs or "
+            "grub2-mkconfig/dracut) the host has.")
+
+    bmc = _text(values.get("passthrough_host_bmc_address"))
+    if bmc and not (_text(values.get("passthrough_host_bmc_username")) and
+                    _text(values.get("passthrough_host_bmc_password"))):
+        errors.append(
+            f"{host}: passthrough_host_bmc_address is set ({bmc}) but passthrough_host_bmc_username or "
+            "passthrough_host_bmc_password is empty: put both in the host's vaulted variables, or unset "
+            "passthrough_host_bmc_address to skip the firmware phase.")
+
+    if _text(values.get("passthrough_host_drain_cloud")):
+        timeout = values.get("passthrough_host_drain_timeout")
+        nova_host = _text(values.get("passthrough_host_nova_host"))
+        if not (_positive_number(timeout) and nova_host):
+            errors.append(
+                f"{host}: passthrough_host_drain_timeout ({_text(timeout)}) must be a positive number of seconds and "
+                f"passthrough_host_nova_host ({nova_host}) the host's name in Nova (openstack compute service list).")
+    return errors
+
+
+def preflight_errors(plan, facts, host, policy=None, expect_no_gpus=False):
+    """What stops the host before anything is written: no CPU virtualization, an IOMMU that a reboot cannot
+    switch on, a plan that selects nothing (unless expected), devices kept on the host that cost a GPU.
+
+    :param plan: the host's stored plan (roles/passthrough, load.yml).
+    :param facts: the facts that plan was made from.
+    :param host: the inventory hostname.
+    :param policy: the host's passthrough_policy (its keep_on_host and exclude are named in the fix).
+    :param expect_no_gpus: passthrough_host_expect_no_gpus.
+    """
+    policy = policy if isinstance(policy, dict) else {}
+    errors = []
+    vendor = facts.get("cpu_vendor")
+    if facts.get("virtualization") is None:
+        errors.append(
+            f"{host}: the {facts.get('cpu_model') or 'CPU'} shows no {'svm' if vendor == 'amd' else 'vmx'} flag in "
+            "/proc/cpuinfo: hardware virtualization is off. Enable SVM Mode (AMD) / VT-x (Intel) in the firmware "
+            "setup (or set it through the BMC with passthrough_host_bmc_address), then run this play again.")
+
+    running = list(facts.get("kernel_cmdline") or [])
+    off_args = list(plan.get("kernel_args_absent") or []) + list(IOMMU_OFF_ARGS)
+    blocking = [arg for arg in running if arg in off_args]
+    enabling_missing = vendor == "intel" and "intel_iommu=on" not in running
+    if not (facts.get("iommu_enabled") or blocking or enabling_missing):
+        why = ("on AMD the firmware switches it on and nothing on the running command line turns it off"
+               if vendor == "amd" else "the running kernel command line already asks for it")
+        errors.append(
+            f"{host}: the IOMMU is inactive (no /sys/kernel/iommu_groups) and a reboot cannot change that: {why} "
+            f"({' '.join(running)}). Enable AMD-Vi/IOMMU or VT-d in the firmware setup (or through the BMC with "
+            "passthrough_host_bmc_address), then reboot and run this play again.")
+
+    has_work = bool(plan.get("selected")) or bool(plan.get("vfio_devices"))
+    if not (has_work or expect_no_gpus):
+        reasons = list(plan.get("notes") or []) + [d.get("reason", "") for d in plan.get("excluded") or []]
+        errors.append(
+            f"{host}: the plan selects no device for passthrough ({'; '.join(reasons) or 'no display device found'}). "
+            "If this host is meant to have no GPU for Nova, set passthrough_host_expect_no_gpus: true for it (or "
+            "remove it from the GPU hosts group).")
+
+    excluded_by_policy = [str(a).lower() for a in policy.get("exclude") or []]
+    lost = [d for d in plan.get("excluded") or []
+            if d.get("cause") == "keep_on_host_group" and d.get("address") not in excluded_by_policy]
+    if lost:
+        because = "".join(f"{d['address']} cannot go to Nova because {d.get('reason', '')}; " for d in lost)
+        errors.append(
+            f"{host}: passthrough_policy.keep_on_host ({', '.join(str(a) for a in policy.get('keep_on_host') or [])}) "
+            f"keeps on the host a device that the plan needs on vfio-pci: {because}remove the device from "
+            "keep_on_host (its IOMMU group then goes to vfio-pci whole), or list "
+            f"{', '.join(d['address'] for d in lost)} in passthrough_policy.exclude to accept losing the GPU(s).")
+    return errors
+
+
+class FilterModule:
+    """The passthrough_host role's checks."""
+
+    def filters(self):
+        return {
+            "passthrough_host_var_errors": var_errors,
+            "passthrough_host_preflight_errors": preflight_errors,
+        }

@@ -1,0 +1,171 @@
+"""filter_plugins/passthrough_host_checks.py: the passthrough_host role's refusals of its variables and of a plan
+the host cannot take (the integration test test_passthrough_host_faults.py runs them through the role)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ogc_testlib import load_source
+
+checks = load_source("passthrough_host_checks", "filter_plugins/passthrough_host_checks.py")
+
+GOOD_VARS = {
+    "passthrough_host_root": "/",
+    "passthrough_host_grub_variable": "",
+    "passthrough_host_reboot_timeout": 1800,
+    "passthrough_host_boot_config_command": [],
+    "passthrough_host_initramfs_command": [],
+    "passthrough_host_reboot_command": [],
+    "passthrough_host_grub_path": "/etc/default/grub",
+    "passthrough_host_grub_dropin_dir": "/etc/default/grub.d",
+    "passthrough_host_state_file": "/var/lib/open-gpu-cloud/passthrough_host.json",
+    "passthrough_host_modprobe_file": "/etc/modprobe.d/vfio.conf",
+    "passthrough_host_blacklist_file": "/etc/modprobe.d/blacklist-passthrough.conf",
+    "passthrough_host_modules_load_file": "/etc/modules-load.d/vfio.conf",
+    "passthrough_host_bind_script": "/usr/local/sbin/vfio-pci-bind",
+    "passthrough_host_boot_config_output": "",
+    "passthrough_host_bmc_address": "",
+    "passthrough_host_bmc_username": "",
+    "passthrough_host_bmc_password": "",
+    "passthrough_host_drain_cloud": "",
+    "passthrough_host_drain_timeout": 1800,
+    "passthrough_host_nova_host": "gpu1",
+}
+
+
+def var_errors(family="Debian", **changes):
+    return checks.var_errors(dict(GOOD_VARS, **changes), "gpu1", family=family, supported=["Debian", "RedHat"])
+
+
+def test_the_defaults_pass():
+    assert var_errors() == []
+    assert var_errors(family="RedHat") == []
+
+
+@pytest.mark.parametrize("changes", [
+    {"passthrough_host_root": "srv/gpu1"},
+    {"passthrough_host_root": ["/"]},
+    {"passthrough_host_grub_variable": "GRUB_CMDLINE"},
+    {"passthrough_host_reboot_timeout": 0},
+    {"passthrough_host_reboot_timeout": "soon"},
+    {"passthrough_host_reboot_timeout": True},      # a boolean is not a number of seconds
+    {"passthrough_host_boot_config_command": "update-grub"},
+    {"passthrough_host_reboot_command": {"cmd": "reboot"}},
+])
+def test_bad_role_variables_name_every_variable_and_the_fix(changes):
+    errors = var_errors(**changes)
+    assert len(errors) == 1 and errors[0].startswith("gpu1: passthrough_host_root (")
+    assert "the *_command variables lists of arguments (e.g. [update-grub]), not strings." in errors[0]
+
+
+def test_relative_paths_are_named_each():
+    errors = var_errors(passthrough_host_modprobe_file="etc/modprobe.d/vfio.conf",
+                        passthrough_host_boot_config_output="boot/grub/grub.cfg")
+    assert errors == ["gpu1: passthrough_host_modprobe_file (etc/modprobe.d/vfio.conf) "
+                      "passthrough_host_boot_config_output (boot/grub/grub.cfg) is not an absolute path. Give every "
+                      "passthrough_host_* path as it is on the host, starting with / (e.g. /etc/default/grub); the "
+                      "role puts passthrough_host_root in front of it."]
+
+
+def test_unsupported_or_unknown_os_family():
+    assert var_errors(family="Suse")[0].startswith("gpu1: OS family Suse is not supported (only Debian, RedHat).")
+    assert var_errors(family="")[0].startswith("gpu1: OS family unknown is not supported")
+
+
+def test_bmc_without_credentials_and_drain_without_a_timeout():
+    bmc = var_errors(passthrough_host_bmc_address="10.0.0.5", passthrough_host_bmc_username="admin")
+    assert bmc == ["gpu1: passthrough_host_bmc_address is set (10.0.0.5) but passthrough_host_bmc_username or "
+                   "passthrough_host_bmc_password is empty: put both in the host's vaulted variables, or unset "
+                   "passthrough_host_bmc_address to skip the firmware phase."]
+    assert var_errors(passthrough_host_bmc_address="10.0.0.5", passthrough_host_bmc_username="admin",
+                      passthrough_host_bmc_password="s3cret") == []
+    drain = var_errors(passthrough_host_drain_cloud="ogc", passthrough_host_drain_timeout=-1)
+    assert drain[0].startswith("gpu1: passthrough_host_drain_timeout (-1) must be a positive number of seconds")
+    assert var_errors(passthrough_host_drain_cloud="ogc", passthrough_host_nova_host="")[0].endswith(
+        "passthrough_host_nova_host () the host's name in Nova (openstack compute service list).")
+    # Without a drain cloud the drain settings are not read.
+    assert var_errors(passthrough_host_drain_timeout=0) == []
+
+
+def test_every_problem_is_reported_at_once():
+    errors = var_errors(family="Suse", passthrough_host_root="x", passthrough_host_state_file="var/state.json",
+                        passthrough_host_bmc_address="bmc")
+    assert len(errors) == 4 and all(e.startswith("gpu1: ") for e in errors)
+
+
+def test_a_password_is_never_in_a_message():
+    errors = var_errors(passthrough_host_bmc_address="bmc", passthrough_host_bmc_password="hunter2-Secret",
+                        passthrough_host_root="x")
+    assert errors and not any("hunter2-Secret" in e for e in errors)
+
+
+PLAN = {"selected": [{"address": "0000:27:00.0"}], "vfio_devices": ["0000:27:00.0"], "excluded": [], "notes": [],
+        "kernel_args_absent": ["iommu=off"]}
+FACTS = {"virtualization": "svm", "cpu_vendor": "amd", "cpu_model": "AMD EPYC 7302", "iommu_enabled": True,
+         "kernel_cmdline": ["ro", "quiet"]}
+
+
+def preflight(plan=None, facts=None, **kwargs):
+    return checks.preflight_errors(dict(PLAN, **(plan or {})), dict(FACTS, **(facts or {})), "gpu1", **kwargs)
+
+
+def test_a_ready_host_passes():
+    assert preflight() == []
+
+
+def test_no_virtualization_names_the_cpu_and_its_flag():
+    amd = preflight(facts={"virtualization": None})
+    assert amd[0].startswith("gpu1: the AMD EPYC 7302 shows no svm flag in /proc/cpuinfo")
+    intel = preflight(facts={"virtualization": None, "cpu_vendor": "intel", "cpu_model": None,
+                             "kernel_cmdline": ["intel_iommu=on"]})
+    assert intel[0].startswith("gpu1: the CPU shows no vmx flag in /proc/cpuinfo")
+
+
+@pytest.mark.parametrize("facts, refused", [
+    ({"iommu_enabled": False}, True),                                     # AMD, nothing turns it off: firmware
+    ({"iommu_enabled": False, "kernel_cmdline": ["amd_iommu=off"]}, False),   # the reboot removes it
+    ({"iommu_enabled": False, "cpu_vendor": "intel"}, False),             # the reboot adds intel_iommu=on
+    ({"iommu_enabled": False, "cpu_vendor": "intel", "kernel_cmdline": ["intel_iommu=on"]}, True),
+])
+def test_an_iommu_a_reboot_cannot_switch_on_is_refused(facts, refused):
+    errors = preflight(facts=facts)
+    assert bool(errors) == refused
+    if refused:
+        assert "the IOMMU is inactive (no /sys/kernel/iommu_groups) and a reboot cannot change that" in errors[0]
+
+
+def test_a_plan_selecting_nothing_is_refused_unless_expected():
+    empty = {"selected": [], "vfio_devices": [], "notes": ["IOMMU off"], "excluded": [{"reason": "audio"}]}
+    assert preflight(plan=empty)[0].startswith(
+        "gpu1: the plan selects no device for passthrough (IOMMU off; audio). If this host is meant to have no GPU")
+    assert "(no display device found)" in preflight(plan=dict(empty, notes=[], excluded=[]))[0]
+    assert preflight(plan=empty, expect_no_gpus=True) == []
+
+
+def test_a_device_kept_on_the_host_that_costs_a_gpu():
+    lost = {"address": "0000:27:00.0", "cause": "keep_on_host_group", "reason": "0000:28:00.0 shares its group"}
+    policy = {"keep_on_host": ["0000:28:00.0"]}
+    errors = preflight(plan={"excluded": [lost]}, policy=policy)
+    assert errors == ["gpu1: passthrough_policy.keep_on_host (0000:28:00.0) keeps on the host a device that the plan "
+                      "needs on vfio-pci: 0000:27:00.0 cannot go to Nova because 0000:28:00.0 shares its group; remove "
+                      "the device from keep_on_host (its IOMMU group then goes to vfio-pci whole), or list "
+                      "0000:27:00.0 in passthrough_policy.exclude to accept losing the GPU(s)."]
+    assert preflight(plan={"excluded": [lost]}, policy=dict(policy, exclude=["0000:27:00.0"])) == []
+
+
+@given(virt=st.sampled_from([None, "svm", "vmx"]), vendor=st.sampled_from(["amd", "intel", None]),
+       iommu=st.booleans(), cmdline=st.lists(st.sampled_from(["ro", "intel_iommu=on", "iommu=off", "amd_iommu=off"])),
+       selected=st.booleans(), expect=st.booleans())
+def test_each_message_names_the_host_and_only_real_problems_are_reported(virt, vendor, iommu, cmdline, selected,
+                                                                          expect):
+    plan = dict(PLAN, selected=PLAN["selected"] if selected else [], vfio_devices=PLAN["vfio_devices"] if selected else [])
+    facts = dict(FACTS, virtualization=virt, cpu_vendor=vendor, iommu_enabled=iommu, kernel_cmdline=cmdline)
+    errors = checks.preflight_errors(plan, facts, "gpu1", expect_no_gpus=expect)
+    assert all(e.startswith("gpu1: ") for e in errors)
+    # Nothing is refused on a host whose CPU virtualizes, whose IOMMU is on and whose plan selects a GPU.
+    if virt and iommu and selected:
+        assert errors == []
+    assert (virt is None) == any("hardware virtualization is off" in e for e in errors)
+    assert (not selected and not expect) == any("the plan selects no device" in e for e in errors)
