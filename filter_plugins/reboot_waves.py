@@ -5,6 +5,8 @@
 
 * ``passthrough_reboot_wave_size(batch, fleet_size)``: the wave size from ``passthrough_host_reboot_batch``
   (a positive int, or a percentage "N%" of the fleet, rounded down, at least 1).
+* ``passthrough_reboot_batch_errors(batch, fleet_size, host)``: the same refusal as a list of messages, for the
+  role's variable check (empty when the value is good).
 * ``passthrough_reboot_waves(hosts, batch, fleet_size)``: {size, serial, waves}: the canary wave of one host,
   then waves of ``size``; ``serial`` is the play keyword that makes Ansible run exactly these waves.
 
@@ -43,6 +45,16 @@ def wave_size(batch, fleet_size):
     return max(1, fleet_size * int(match.group(1)) // 100)
 
 
+def batch_errors(batch, fleet_size, host):
+    """The refusal of a bad passthrough_host_reboot_batch as a list of one message naming the host (empty when the
+    value is good): the role's variable check asserts it with its other variables."""
+    try:
+        wave_size(batch, fleet_size)
+    except AnsibleFilterError as exc:
+        return [f"{host}: {exc.message}"]
+    return []
+
+
 def reboot_waves(hosts, batch, fleet_size):
     """The waves for these hosts (in order): one canary host, then waves of wave_size(batch, fleet_size)."""
     if not isinstance(hosts, (list, tuple)) or not all(isinstance(h, str) for h in hosts):
@@ -57,4 +69,5 @@ def reboot_waves(hosts, batch, fleet_size):
 
 class FilterModule:  # pylint: disable=too-few-public-methods
     def filters(self):
-        return {"passthrough_reboot_wave_size": wave_size, "passthrough_reboot_waves": reboot_waves}
+        return {"passthrough_reboot_wave_size": wave_size, "passthrough_reboot_waves": reboot_waves,
+                "passthrough_reboot_batch_errors": batch_errors}

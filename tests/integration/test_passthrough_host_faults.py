@@ -77,6 +77,7 @@ def cases():
                                               "root=UUID=4b1c9a4e ro quiet splash\n}\n")
     out["stale-output"] = (stale, {"passthrough_host_boot_config_output": "/boot/grub/custom.cfg"})
     out["relative-path"] = (copy.deepcopy(seed), {"passthrough_host_modprobe_file": "etc/modprobe.d/vfio.conf"})
+    out["bad-batch"] = (copy.deepcopy(seed), {"passthrough_host_reboot_batch": "half"})
     quotes = copy.deepcopy(seed)
     quotes["files"]["etc/default/grub"] = quotes["files"]["etc/default/grub"].replace(
         'GRUB_CMDLINE_LINUX_DEFAULT="quiet splash"', 'GRUB_CMDLINE_LINUX_DEFAULT="quiet "\'splash\'')
@@ -304,6 +305,12 @@ def test_retired_policy_variable_is_refused(run):
     assert "ansible-playbook playbooks/plan.yml -i inventory/<env> --limit retired-policy" in msg
     assert not (run["base"] / "plans" / "retired-policy.json").exists()
     nothing_written(run, "retired-policy")
+
+
+def test_bad_reboot_batch_is_refused_before_anything_is_written(run):
+    msg = failure(run, "bad-batch")
+    assert msg.startswith("bad-batch: passthrough_host_reboot_batch='half' must be a percentage from 1% to 100%")
+    nothing_written(run, "bad-batch")
 
 
 def test_bmc_unreachable(run):

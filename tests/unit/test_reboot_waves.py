@@ -69,3 +69,20 @@ def test_waves_properties(hosts, batch, fleet):
         cuts.append(rest[:size])
         rest = rest[size:]
     assert cuts == out["waves"]
+
+
+def test_batch_errors_name_the_host_or_are_empty():
+    assert waves.batch_errors("25%", 24, "gpu-001") == []
+    assert waves.batch_errors(2, 6, "gpu-001") == []
+    errors = waves.batch_errors("half", 6, "gpu-001")
+    assert len(errors) == 1 and errors[0].startswith("gpu-001: passthrough_host_reboot_batch='half' must be a percentage")
+
+
+@given(batch=st.one_of(st.integers(-5, 50), st.text(max_size=6), st.none(), st.booleans()), fleet=st.integers(1, 100))
+def test_batch_errors_agree_with_the_wave_size(batch, fleet):
+    try:
+        waves.wave_size(batch, fleet)
+        good = True
+    except AnsibleFilterError:
+        good = False
+    assert (waves.batch_errors(batch, fleet, "h") == []) == good
