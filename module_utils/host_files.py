@@ -248,6 +248,14 @@ def plan(root, entries):
         actions = [plan_entry(root, entry) for entry in validate(entries)]
     except bf.BootFilesError as exc:
         raise HostFilesError(str(exc)) from None
+    first_at = {}
+    for index, act in enumerate(actions):  # two entries on one file would undo each other's edit on every run
+        other = first_at.setdefault(os.path.normpath(act["real"]), index)
+        if other != index:
+            raise HostFilesError(
+                "files[%d] (%s) and files[%d] (%s) are the same file on this host (%s, reached through a symlink): "
+                "each run would undo the other's edit. Replace the symlink with a file, or point one of the role's "
+                "path variables elsewhere" % (other, actions[other]["path"], index, act["path"], act["real"]))
     made = set()
     for act in actions:  # a missing directory is made (and shown) once, by the first entry below it
         mkdirs = [d for d in act["mkdirs"] if d not in made] if act["changed"] else []

@@ -281,7 +281,13 @@ def lay_out(tmp_path, existing):
 def test_writing_the_same_files_twice_changes_nothing_the_second_time(tmp_path_factory, entries, existing, data):
     tmp_path = tmp_path_factory.mktemp("prop")
     root, outside = lay_out(tmp_path, existing)
-    converge(root, entries)
+    try:
+        converge(root, entries)
+    except hf.HostFilesError as exc:  # two block edits through links to one file: refused, nothing written
+        assert "are the same file on this host" in str(exc)
+        assert sum(existing.get(e["path"], "").startswith("link-") for e in entries if e["state"] == "block") >= 2
+        assert (outside / "f").read_text() == "outside\n" and not (root / outside.relative_to("/")).exists()
+        return
     first = tree(root)
     second = hf.plan(str(root), entries)
     assert [a["path"] for a in second if a["changed"]] == []
@@ -382,6 +388,48 @@ def test_module_needs_only_from_changed_entries(capsys, tmp_path):
     result = run_module(capsys, {"root": str(tmp_path), "files": VFIO})
     assert result["changed_paths"] == ["/etc/modprobe.d/blacklist-passthrough.conf"]
     assert result["needs"] == ["initramfs"] and not (tmp_path / "etc/modprobe.d/blacklist-passthrough.conf").exists()
+
+
+STATE_FILE = "/var/lib/open-gpu-cloud/passthrough_host.json"
+
+
+def test_module_reports_the_state_file_read_only(capsys, tmp_path):
+    result = run_module(capsys, {"root": str(tmp_path), "files": VFIO, "state_file": STATE_FILE})
+    assert result["host_state"] == {"version": 1, "pending": [], "reboot": None}
+    assert not (tmp_path / STATE_FILE.lstrip("/")).exists()
+    state = tmp_path / STATE_FILE.lstrip("/")
+    state.parent.mkdir(parents=True)
+    state.write_text(json.dumps({"pending": ["initramfs"], "reboot": {"boot_id": "b", "fingerprint": "f"}}))
+    before = state.read_bytes()
+    result = run_module(capsys, {"root": str(tmp_path), "files": VFIO, "state_file": STATE_FILE})
+    assert result["changed"] is False and result["host_state"]["pending"] == ["initramfs"]
+    assert result["host_state"]["reboot"] == {"boot_id": "b", "fingerprint": "f"} and state.read_bytes() == before
+    assert "host_state" not in run_module(capsys, {"root": str(tmp_path), "files": VFIO})
+
+
+def test_module_refuses_a_corrupt_state_file_before_writing_anything(capsys, tmp_path):
+    state = tmp_path / STATE_FILE.lstrip("/")
+    state.parent.mkdir(parents=True)
+    state.write_text("{not json")
+    result = run_module(capsys, {"root": str(tmp_path), "files": VFIO, "state_file": STATE_FILE})
+    assert result["failed"] is True
+    assert result["msg"].startswith("nothing written: " + STATE_FILE + " is not valid JSON")
+    assert "remove it to start afresh" in result["msg"]
+    assert [p.name for p in tmp_path.iterdir()] == ["var"]
+
+
+def test_two_entries_on_one_file_through_a_symlink_are_refused(capsys, tmp_path):
+    (tmp_path / "etc/modprobe.d").mkdir(parents=True)
+    (tmp_path / "etc/modprobe.d/blacklist.conf").write_text("blacklist nouveau\n")
+    os.symlink("/etc/modprobe.d/blacklist.conf", tmp_path / "etc/modprobe.d/vfio.conf")
+    entries = [{"path": "/etc/modprobe.d/blacklist.conf", "state": "block", "block": "blacklist nvidiafb", "marker": MARKER},
+               {"path": "/etc/modprobe.d/vfio.conf", "state": "block", "block": "softdep nvidia pre: vfio-pci",
+                "marker": MARKER}]
+    result = run_module(capsys, {"root": str(tmp_path), "files": entries})
+    assert result["failed"] is True
+    assert result["msg"].startswith("nothing written: files[0] (/etc/modprobe.d/blacklist.conf) and files[1] "
+                                    "(/etc/modprobe.d/vfio.conf) are the same file on this host")
+    assert (tmp_path / "etc/modprobe.d/blacklist.conf").read_text() == "blacklist nouveau\n"
 
 
 def test_module_refuses_a_bad_entry_before_writing_anything(capsys, tmp_path):
