@@ -73,6 +73,7 @@ options:
 notes:
   - Check mode computes the edit with the same function as a real run and writes nothing.
   - With C(--diff) every file that changes is shown whole, before and after.
+extends_documentation_fragment: [ogc_host_state]
 attributes:
   check_mode:
     support: full
@@ -106,6 +107,15 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+host_state:
+  description: The state file as read before any change (module_utils/host_state.py); C(pending) empty and C(reboot)
+    null when there is no file.
+  returned: O(state_file) is set and the module succeeded
+  type: dict
+  contains:
+    pending: {description: Steps an earlier run left pending (C(initramfs), C(boot_config))., type: list, elements: str}
+    reboot: {description: The reboot recorded to settle the plan, or null., type: dict}
+    version: {description: The state file's format., type: int}
 path:
   description: The GRUB file as on the host.
   returned: always
@@ -177,6 +187,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native
 from ansible.module_utils import boot_config as bc
 from ansible.module_utils import boot_files as bf
+from ansible.module_utils import host_state as hs
 
 
 def run(params):
@@ -227,15 +238,19 @@ def main():
             path=dict(type="str", default="/etc/default/grub"),
             present=dict(type="list", elements="str", default=[]),
             root=dict(type="str", default="/"),
+            state_file=dict(type="str", default=""),
             variable=dict(type="str", choices=["", "GRUB_CMDLINE_LINUX", "GRUB_CMDLINE_LINUX_DEFAULT"], default=""),
         ),
         supports_check_mode=True,
     )
     params = module.params
     try:
+        state = hs.read(params["root"], params["state_file"])[0] if params["state_file"] else None
         result, writes = run(params)
-    except (bf.BootFilesError, bc.BootConfigError) as exc:
+    except (bf.BootFilesError, bc.BootConfigError, hs.StateError) as exc:
         module.fail_json(msg=to_native(exc), path=params["path"], changed=False)
+    if state is not None:
+        result["host_state"] = state
     diff = result.pop("diff")
     result["changed"] = bool(writes)
     if module._diff:

@@ -79,6 +79,7 @@ notes:
   - Check mode plans with the same function as a real run and writes nothing.
   - With C(--diff) each changed file is shown whole, before and after; created directories, links, removals
     and mode changes as the C(file) module shows them.
+extends_documentation_fragment: [ogc_host_state]
 attributes:
   check_mode:
     support: full
@@ -116,6 +117,15 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+host_state:
+  description: The state file as read before any change (module_utils/host_state.py); C(pending) empty and C(reboot)
+    null when there is no file.
+  returned: O(state_file) is set and the module succeeded
+  type: dict
+  contains:
+    pending: {description: Steps an earlier run left pending (C(initramfs), C(boot_config))., type: list, elements: str}
+    reboot: {description: The reboot recorded to settle the plan, or null., type: dict}
+    version: {description: The state file's format., type: int}
 files:
   description: Each entry's outcome, in order.
   returned: success
@@ -151,6 +161,7 @@ needs:
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 from ansible.module_utils import host_files as hf
+from ansible.module_utils import host_state as hs
 
 
 def main():
@@ -168,6 +179,7 @@ def main():
                 state=dict(type="str", choices=["file", "block", "link", "absent"], default="file"),
             )),
             root=dict(type="str", default="/"),
+            state_file=dict(type="str", default=""),
         ),
         supports_check_mode=True,
     )
@@ -178,8 +190,9 @@ def main():
     entries = [{k: v for k, v in entry.items() if not (k == "marker" and entry["state"] != "block")}
                for entry in params["files"]]
     try:
+        state = hs.read(params["root"], params["state_file"])[0] if params["state_file"] else None
         actions = hf.plan(params["root"], entries)
-    except hf.HostFilesError as exc:
+    except (hf.HostFilesError, hs.StateError) as exc:
         module.fail_json(msg=f"nothing written: {to_native(exc)}", changed=False)
     changed = [a for a in actions if a["changed"]]
     result = dict(
@@ -188,6 +201,8 @@ def main():
         changed_paths=[a["path"] for a in changed],
         needs=sorted({n for a in changed for n in a["needs"]}),
     )
+    if state is not None:
+        result["host_state"] = state
     if module._diff:  # pylint: disable=protected-access
         result["diff"] = [d for a in changed for d in a["diff"]]
     if not module.check_mode:

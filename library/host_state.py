@@ -142,23 +142,16 @@ def main():
     )
     params = module.params
     try:
-        path = bf.host_path(params["root"], params["path"], "path (passthrough_host_state_file)")
         boot_id_file = bf.host_path(params["root"], params["boot_id_path"], "boot_id_path")
-    except bf.BootFilesError as exc:
+        state, path, before_text = hs.read(params["root"], params["path"])
+    except (bf.BootFilesError, hs.StateError) as exc:
         module.fail_json(msg=to_native(exc))
     result = dict(changed=False, path=path)
-    before_text = None
-    if os.path.exists(path):
-        try:
-            before_text = bf.read_text(path, params["path"])
-        except bf.BootFilesError as exc:
-            module.fail_json(msg=to_native(exc), **result)
     boot_id = ""
     if os.path.isfile(boot_id_file):
         with open(boot_id_file, encoding="utf-8") as handle:
             boot_id = handle.read().strip()
     try:
-        state = hs.load(before_text, params["path"])
         print_now = hs.fingerprint(params["boot_args"], params["plan_pending"])
         record = {"boot_id": boot_id, "fingerprint": print_now} if params["record_reboot"] else None
         new = hs.update(state, params["pending_add"], params["pending_remove"], record, params["clear_reboot"])

@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+
+from ansible.module_utils import boot_files as bf
 
 STEPS = ("initramfs", "boot_config")
 VERSION = 1
@@ -49,6 +52,18 @@ def load(text, where):
     state["pending"] = [p for p in STEPS if p in data.get("pending", [])]
     state["reboot"] = data.get("reboot")
     return state
+
+
+def read(root, path):
+    """The state file ``path`` (as on the host) under ``root``, read-only: (state, its real path, its text or None
+    when there is no file). Every module that reads it goes through here; errors are StateError, worded for the
+    operator (the role variable is passthrough_host_state_file)."""
+    try:
+        real = bf.host_path(root, path, "path (passthrough_host_state_file)")
+        text = bf.read_text(real, path) if os.path.exists(real) else None
+    except bf.BootFilesError as exc:
+        raise StateError(str(exc)) from None
+    return load(text, path), real, text
 
 
 def dump(state):

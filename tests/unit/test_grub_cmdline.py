@@ -238,6 +238,24 @@ def test_check_mode_writes_nothing_and_diff_shows_every_file(tmp_path):
         assert (root / d["after_header"].lstrip("/")).read_text() == d["after"]
 
 
+def test_state_file_is_reported_read_only_and_a_corrupt_one_refused(tmp_path):
+    root = layout(tmp_path, "debian12")
+    state = root / "var/lib/open-gpu-cloud/passthrough_host.json"
+    state.parent.mkdir(parents=True)
+    state.write_text(json.dumps({"pending": ["boot_config"], "reboot": None}))
+    args = dict(root=str(root), present=["iommu=pt"], state_file="/var/lib/open-gpu-cloud/passthrough_host.json")
+    result = run_module(args, check_mode=True)
+    assert result["host_state"] == {"version": 1, "pending": ["boot_config"], "reboot": None}
+    state.write_text(json.dumps({"pending": ["reboot_now"]}))
+    before = tree(root)
+    result = run_module(args)
+    assert result["failed"] is True and result["changed"] is False
+    assert "does not hold a passthrough_host state" in result["msg"] and tree(root) == before
+    relative = run_module(dict(args, state_file="var/lib/state.json"))
+    assert relative["failed"] is True
+    assert "path (passthrough_host_state_file) 'var/lib/state.json' is not an absolute path" in relative["msg"]
+
+
 def test_backup_and_mode_kept(tmp_path):
     root = layout(tmp_path, "debian12")
     grub = root / "etc/default/grub"
