@@ -118,14 +118,11 @@ EXAMPLES = r"""
 
 RETURN = r"""
 host_state:
-  description: The state file as read before any change (module_utils/host_state.py); C(pending) empty and C(reboot)
-    null when there is no file.
+  description: The state file as read before any change (module_utils/host_state.py), with C(pending) (the steps an
+    earlier run left pending), C(reboot) (the reboot recorded to settle the plan, or null) and C(version), as the
+    grub_cmdline module returns it.
   returned: O(state_file) is set and the module succeeded
   type: dict
-  contains:
-    pending: {description: Steps an earlier run left pending (C(initramfs), C(boot_config))., type: list, elements: str}
-    reboot: {description: The reboot recorded to settle the plan, or null., type: dict}
-    version: {description: The state file's format., type: int}
 files:
   description: Each entry's outcome, in order.
   returned: success
