@@ -19,6 +19,7 @@ Modules import it as ``from ansible.module_utils.openstack_cloud import ...``.
 from __future__ import annotations
 
 import re
+import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 
@@ -208,14 +209,24 @@ class CloudModule:
         """An API call failed: name the action, the resource and the server's message."""
         self.fail(f"{action} {resource} failed: {sdk_message(exc)}", failed_item=resource)
 
-    def call(self, action, resource, func, *args, **kwargs):
-        """Run one API call; an SDK or connection error becomes fail_sdk (never a traceback)."""
-        try:
-            return func(*args, **kwargs)
-        except Exception as exc:  # pylint: disable=broad-except
-            if _is_api_error(exc):
-                self.fail_sdk(exc, action, resource)
-            raise
+    def call(self, action, resource, func, *args, idempotent=False, **kwargs):
+        """Run one API call; an SDK or connection error becomes fail_sdk (never a traceback).
+
+        An ``idempotent`` call (one that repeating cannot do twice, such as a delete that ignores a missing
+        resource) is repeated after a server error (HTTP 5xx), at most SERVER_ERROR_RETRIES times with a pause
+        between: a service that briefly fails a request (a database lock, a restarting worker) is not a failed run.
+        """
+        for attempt in range(SERVER_ERROR_RETRIES + 1):
+            try:
+                return func(*args, **kwargs)
+            except Exception as exc:  # pylint: disable=broad-except
+                if idempotent and attempt < SERVER_ERROR_RETRIES and _is_server_error(exc):
+                    time.sleep(SERVER_ERROR_PAUSE * (attempt + 1))
+                    continue
+                if _is_api_error(exc):
+                    self.fail_sdk(exc, action, resource)
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def read_all(self, action, items, func, label=str, workers=8):
         """Run func(item) for every item concurrently (read-only calls: GETs); results in item order.
@@ -460,6 +471,16 @@ def _caused_by(exc, *names):
             return True
         exc = exc.__cause__ or exc.__context__
     return False
+
+
+SERVER_ERROR_RETRIES = 2  # Cloud.call: repeats of an idempotent call after an HTTP 5xx
+SERVER_ERROR_PAUSE = 2.0   # seconds before the first repeat; the second waits twice as long
+
+
+def _is_server_error(exc):
+    """An HTTP 5xx answer from the service (not a refusal of the request, not a connection failure)."""
+    status = getattr(exc, "status_code", None)
+    return _is_api_error(exc) and isinstance(status, int) and 500 <= status < 600
 
 
 def _is_api_error(exc):

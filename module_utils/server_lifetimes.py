@@ -250,7 +250,7 @@ def apply(cm, _params, _state, action, applied):
         cm.call("shelving server", f"{entry['name']} ({entry['id']})", compute.shelve_server, entry["id"])
     else:
         cm.call("deleting server", f"{entry['name']} ({entry['id']})", compute.delete_server, entry["id"],
-                ignore_missing=True)
+                ignore_missing=True, idempotent=True)
     applied.setdefault("acted", []).append(dict(entry))
 
 
