@@ -12,6 +12,17 @@ Both return a list of messages, empty when nothing is wrong; the role asserts th
 messages into one failure.
 """
 
+import os
+
+import ansible.module_utils
+
+# The project's module_utils/ (ansible.cfg `module_utils`), importable here as modules import it.
+_MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
+if _MODULE_UTILS not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(_MODULE_UTILS)
+
+from ansible.module_utils import kernel_cmdline  # noqa: E402  pylint: disable=wrong-import-position
+
 # The path variables a host's root is put in front of (an empty boot-config output means "none").
 PATH_VARS = (
     "passthrough_host_grub_path",
@@ -26,8 +37,6 @@ PATH_VARS = (
 COMMAND_VARS = ("passthrough_host_boot_config_command", "passthrough_host_initramfs_command",
                 "passthrough_host_reboot_command")
 GRUB_VARIABLES = ("", "GRUB_CMDLINE_LINUX", "GRUB_CMDLINE_LINUX_DEFAULT")
-# Arguments that keep the IOMMU off whatever the firmware says.
-IOMMU_OFF_ARGS = ("iommu=off", "amd_iommu=off", "intel_iommu=off")
 
 
 def _positive_number(value):
@@ -123,9 +132,14 @@ def preflight_errors(plan, facts, host, policy=None, expect_no_gpus=False):
             "setup (or set it through the BMC with passthrough_host_bmc_address), then run this play again.")
 
     running = list(facts.get("kernel_cmdline") or [])
-    off_args = list(plan.get("kernel_args_absent") or []) + list(IOMMU_OFF_ARGS)
-    blocking = [arg for arg in running if arg in off_args]
-    enabling_missing = vendor == "intel" and "intel_iommu=on" not in running
+    # Read as the kernel reads the line (kernel_cmdline): intel-iommu=off,sm_on still blocks, and
+    # intel_iommu=on,sm_on already asks for the IOMMU.
+    absent = list(plan.get("kernel_args_absent") or []) + list(kernel_cmdline.IOMMU_OFF)
+    try:
+        blocking = kernel_cmdline.check(running, [], absent)
+        enabling_missing = vendor == "intel" and not kernel_cmdline.satisfies(running, "intel_iommu=on")
+    except kernel_cmdline.CmdlineError:
+        blocking, enabling_missing = True, False  # a line the model refuses: a reboot may well change it
     if not (facts.get("iommu_enabled") or blocking or enabling_missing):
         why = ("on AMD the firmware switches it on and nothing on the running command line turns it off"
                if vendor == "amd" else "the running kernel command line already asks for it")

@@ -110,8 +110,6 @@ FUNCTION_DRIVERS = {"0403": "snd_hda_intel", "0c03": "xhci_pci", "0c80": "i2c_nv
 DRIVER_MODULES = {"xhci_hcd": "xhci_pci", "nvidia-gpu": "i2c_nvidia_gpu"}
 NVIDIA_BLACKLIST = ["nouveau", "nvidiafb"]
 EARLY_MODULES = ["vfio", "vfio_iommu_type1", "vfio_pci"]
-# Arguments that switch the IOMMU off: never on a passthrough host's command line.
-IOMMU_OFF = ("iommu=off", "intel_iommu=off", "amd_iommu=off")
 UNSAFE_INTERRUPTS = "vfio_iommu_type1.allow_unsafe_interrupts=1"
 NVIDIA_HOST_DRIVER_BLACKLIST = ("modprobe.blacklist=nouveau,nvidia,nvidiafb,nvidia_drm", "module_blacklist=nouveau,nvidia")
 
@@ -528,7 +526,7 @@ def _kernel_args(cpu, iommu, pol, vfio_devices, vfio_ids, blacklist, nvidia_on_h
     NVIDIA display device stays on the host (it would take that device away). Returns
     ``(kernel_args, kernel_args_absent, notes)``.
     """
-    args, absent, notes = [], list(IOMMU_OFF), []
+    args, absent, notes = [], list(kernel_cmdline.IOMMU_OFF), []
     if cpu == "intel":
         args.append("intel_iommu=on")
     elif cpu == "amd":

@@ -35,8 +35,8 @@ or option key; a bare ``flag`` must be there) and ``absent`` (``key`` forbids th
 
 from __future__ import annotations
 
-__all__ = ["CmdlineError", "LIST_KEYS", "OPTION_KEYS", "SET_KEYS", "split", "join", "param_key", "parts",
-           "effective", "edit", "check", "satisfies"]
+__all__ = ["CmdlineError", "IOMMU_OFF", "LIST_KEYS", "OPTION_KEYS", "SET_KEYS", "split", "join", "param_key",
+           "parts", "effective", "edit", "check", "satisfies"]
 
 SPACES = " \t\n\v\f\r"
 # Normalised names (see param_key) of keys whose comma-separated items accumulate over occurrences.
@@ -47,6 +47,8 @@ OPTION_KEYS = frozenset({"intel_iommu", "amd_iommu", "iommu"})
 OPPOSITE = {"on": "off", "off": "on", "pt": "nopt", "nopt": "pt"}
 # Ordinary keys whose value is a comma-separated set (order does not matter).
 SET_KEYS = frozenset({"vfio_pci.ids"})
+# The arguments that keep the IOMMU off whatever the firmware says (an ``off`` option of any IOMMU key).
+IOMMU_OFF = ("iommu=off", "intel_iommu=off", "amd_iommu=off")
 END_OF_KERNEL_ARGS = "--"
 
 

@@ -128,6 +128,10 @@ def test_no_virtualization_names_the_cpu_and_its_flag():
     ({"iommu_enabled": False, "kernel_cmdline": ["amd_iommu=off"]}, False),   # the reboot removes it
     ({"iommu_enabled": False, "cpu_vendor": "intel"}, False),             # the reboot adds intel_iommu=on
     ({"iommu_enabled": False, "cpu_vendor": "intel", "kernel_cmdline": ["intel_iommu=on"]}, True),
+    # Read as the kernel reads the line: options and the name's -/_ spelling count.
+    ({"iommu_enabled": False, "cpu_vendor": "intel", "kernel_cmdline": ["intel_iommu=on,sm_on"]}, True),
+    ({"iommu_enabled": False, "cpu_vendor": "intel", "kernel_cmdline": ["intel-iommu=off,sm_on"]}, False),
+    ({"iommu_enabled": False, "kernel_cmdline": ["amd_iommu=off,fullflush"]}, False),
 ])
 def test_an_iommu_a_reboot_cannot_switch_on_is_refused(facts, refused):
     errors = preflight(facts=facts)
