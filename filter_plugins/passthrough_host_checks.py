@@ -39,6 +39,12 @@ COMMAND_VARS = ("passthrough_host_boot_config_command", "passthrough_host_initra
 GRUB_VARIABLES = ("", "GRUB_CMDLINE_LINUX", "GRUB_CMDLINE_LINUX_DEFAULT")
 
 
+def has_work(plan):
+    """Whether a plan has work for its host: devices for Nova, or devices to bind to vfio-pci (with the IOMMU
+    off nothing is selected yet, but the GPUs to bind are known and the reboot turns the IOMMU on)."""
+    return bool(plan.get("selected")) or bool(plan.get("vfio_devices"))
+
+
 def _positive_number(value):
     """A count of seconds: an int (or digits) above zero; a boolean is not a number here."""
     if isinstance(value, bool):
@@ -148,8 +154,7 @@ def preflight_errors(plan, facts, host, policy=None, expect_no_gpus=False):
             f"({' '.join(running)}). Enable AMD-Vi/IOMMU or VT-d in the firmware setup (or through the BMC with "
             "passthrough_host_bmc_address), then reboot and run this play again.")
 
-    has_work = bool(plan.get("selected")) or bool(plan.get("vfio_devices"))
-    if not (has_work or expect_no_gpus):
+    if not (has_work(plan) or expect_no_gpus):
         reasons = list(plan.get("notes") or []) + [d.get("reason", "") for d in plan.get("excluded") or []]
         errors.append(
             f"{host}: the plan selects no device for passthrough ({'; '.join(reasons) or 'no display device found'}). "
@@ -176,4 +181,5 @@ class FilterModule:
         return {
             "passthrough_host_var_errors": var_errors,
             "passthrough_host_preflight_errors": preflight_errors,
+            "passthrough_host_has_work": has_work,
         }

@@ -173,3 +173,13 @@ def test_each_message_names_the_host_and_only_real_problems_are_reported(virt, v
         assert errors == []
     assert (virt is None) == any("hardware virtualization is off" in e for e in errors)
     assert (not selected and not expect) == any("the plan selects no device" in e for e in errors)
+
+
+@pytest.mark.parametrize("plan, work", [
+    ({"selected": [], "vfio_devices": []}, False),
+    ({"selected": [], "vfio_devices": ["0000:01:00.0"]}, True),   # IOMMU off: bound first, selected after the reboot
+    ({"selected": [{"address": "0000:01:00.0"}], "vfio_devices": ["0000:01:00.0"]}, True),
+])
+def test_has_work_is_the_rule_the_role_and_the_preflight_share(plan, work):
+    assert checks.has_work(plan) is work
+    assert bool(checks.preflight_errors(dict(PLAN, **plan), FACTS, "gpu1")) is not work
