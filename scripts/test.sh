@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Run every test: lint, unit and integration tests (pytest), and the molecule scenarios.
+# Run every test: lint, unit and integration tests (pytest), and the molecule scenarios. The linters and molecule
+# (scripts/lint-and-molecule.sh) run beside pytest, in their own lane: molecule keeps about one core busy and
+# pytest's two workers often wait on a test cloud, a reboot or a boot (bench/README.md, "Test command").
 # Creates its own virtualenvs on a fresh machine and installs the Debian packages the tests need
 # (scripts/setup-system.sh, requirements/debian-packages.txt). Needs root: apt-get for those packages,
 # `unshare --mount` in the image tests, the real-kernel harness's apt-get download. Usage: scripts/test.sh
@@ -13,32 +15,35 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 "$root/scripts/setup-system.sh"
-"$root/scripts/bootstrap.sh"
-export PATH="$root/.venv/bin:$PATH"
-export ANSIBLE_CONFIG="$root/ansible.cfg"
 
-# Each stage says what the previous one cost (bench/README.md, "Test command, stage by stage").
-stage_started=0  # the first figure is the set-up (packages, venv)
+# Each stage says what it cost (bench/README.md, "Test command, stage by stage").
+stage_started=0  # the first figure is the set-up (packages, venvs)
 step() {
   printf '\n(%d s)\n==> %s\n' "$((SECONDS - stage_started))" "$*"
   stage_started=$SECONDS
 }
 
 # The OpenStack services' venv (scripts/openstack-venv.sh, about 2 minutes on a fresh clone, mostly downloads and
-# unpacking) builds while the linters run. The tests that need it call the same script, which waits on this
-# build's lock; if this build fails, the first of them builds it again and reports the error.
+# unpacking) builds while bootstrap.sh builds the toolkit's venv. The tests that need it call the same script,
+# which waits on this build's lock; if this build fails, the first of them builds it again and reports the error.
 mkdir -p "$root/.cache"
 "$root/scripts/openstack-venv.sh" > "$root/.cache/openstack-venv.prebuild.log" 2>&1 &
 venv_prebuild=$!
-trap 'kill "$venv_prebuild" 2>/dev/null || true' EXIT  # a failed lint stops the build with the command
+lane=""
+# An interrupted run stops what it started: the venv build, and the lane's process group (molecule's playbooks).
+trap 'kill "$venv_prebuild" 2>/dev/null || true; [ -z "$lane" ] || kill -- "-$lane" 2>/dev/null || true' EXIT
 
-step "yamllint"
-yamllint --strict .
+"$root/scripts/bootstrap.sh"
+export PATH="$root/.venv/bin:$PATH"
+export ANSIBLE_CONFIG="$root/ansible.cfg"
 
-step "ansible-lint (profile production)"
-ansible-lint --offline
+step "pytest (unit and integration), with the linters and then molecule beside it"
+lane_log="$root/.cache/lint-and-molecule.log"
+echo "The linters and molecule run beside pytest (scripts/lint-and-molecule.sh); their output is printed when"
+echo "both are done, and meanwhile is in $lane_log"
+setsid -w "$root/scripts/lint-and-molecule.sh" > "$lane_log" 2>&1 &
+lane=$!
 
-step "pytest (unit and integration)"
 # Two workers (pytest-xdist): a test cloud's start, a simulated reboot or a server's boot waits on I/O while the
 # other worker computes. tests/conftest.py keeps each file's tests (and the tests sharing a test cloud) on one
 # worker and hands out the slowest groups first; --durations lists the slowest tests (bench/README.md).
@@ -46,16 +51,25 @@ set +e
 python -m pytest -n 2 --dist loadgroup --no-loadscope-reorder --durations=30
 rc=$?
 set -e
+pytest_s=$((SECONDS - stage_started))
 if [ "$rc" -eq 5 ]; then
   echo "pytest collected no tests: that is a failure here" >&2
-  exit 1
+  rc=1
 fi
 wait "$venv_prebuild" || echo "note: the early OpenStack venv build failed (.cache/openstack-venv.prebuild.log); the tests built it themselves" >&2
-[ "$rc" -eq 0 ] || exit "$rc"
 
-step "molecule (every scenario)"
-molecule test --all
+step "waiting for the linters and molecule (pytest: ${pytest_s} s, rc ${rc})"
+set +e
+wait "$lane"
+lane_rc=$?
+set -e
+lane=""
+cat "$lane_log"
 
 echo
-echo "(molecule: $((SECONDS - stage_started)) s; whole command: ${SECONDS} s)"
+echo "(pytest: ${pytest_s} s; whole command: ${SECONDS} s)"
+if [ "$rc" -ne 0 ] || [ "$lane_rc" -ne 0 ]; then
+  echo "Tests failed: pytest rc ${rc}, linters and molecule rc ${lane_rc} (their steps are named above)." >&2
+  exit 1
+fi
 echo "All tests passed."
