@@ -259,6 +259,12 @@ region_name = RegionOne
 # Periodic tasks start at once, not after Nova's random delay of up to 60 s: the scheduler maps the new compute
 # host (discover_hosts_in_cells_interval) seconds after it registered, so the start waits for that, not for chance.
 periodic_fuzzy_delay = 0
+# Each service writes its heartbeat to the cell database every report_interval seconds (Nova's default: 10). On
+# SQLite a write committed while an API request's transaction has read and is about to write fails that request at
+# once ("database is locked", HTTP 500; the busy timeout cannot apply). One heartbeat a minute from each of the
+# three services, and a service counted down only after five minutes without one, make that collision rarer.
+report_interval = 60
+service_down_time = 300
 [placement]
 {auth}
 [neutron]
