@@ -14,9 +14,9 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "         run it as root, e.g. 'sudo scripts/test.sh'" >&2
   exit 1
 fi
-# Python keeps the bytecode it compiles (in __pycache__/, ignored by git). An environment that sets
-# PYTHONDONTWRITEBYTECODE makes every process compile the project's plugins and scripts again, and every Ansible
-# worker its filter plugins: 10-17 % more CPU for the same tests (bench/README.md, "Test command").
+# Python keeps the bytecode it compiles (in __pycache__/, ignored by git), as it does on a machine that does not set
+# PYTHONDONTWRITEBYTECODE: the project's plugins and scripts are compiled once, not in every process (the effect on
+# the whole run is within the machine's noise: bench/README.md, "Test command").
 unset PYTHONDONTWRITEBYTECODE
 "$root/scripts/setup-system.sh"
 
