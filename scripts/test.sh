@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run every test: lint, unit and integration tests (pytest), and the molecule scenarios. The linters and molecule
-# (scripts/lint-and-molecule.sh) run beside pytest, in their own lane: molecule keeps about one core busy and
-# pytest's two workers often wait on a test cloud, a reboot or a boot (bench/README.md, "Test command").
+# (scripts/lint-and-molecule.sh) run beside pytest, in their own lane: alone they leave part of the two cores idle
+# (molecule 1.4 cores, the linters one), beside pytest that time is used (bench/README.md, "Test command").
 # Creates its own virtualenvs on a fresh machine and installs the Debian packages the tests need
 # (scripts/setup-system.sh, requirements/debian-packages.txt). Needs root: apt-get for those packages,
 # `unshare --mount` in the image tests, the real-kernel harness's apt-get download. Usage: scripts/test.sh

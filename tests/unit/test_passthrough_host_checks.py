@@ -132,6 +132,8 @@ def test_no_virtualization_names_the_cpu_and_its_flag():
     ({"iommu_enabled": False, "cpu_vendor": "intel", "kernel_cmdline": ["intel_iommu=on,sm_on"]}, True),
     ({"iommu_enabled": False, "cpu_vendor": "intel", "kernel_cmdline": ["intel-iommu=off,sm_on"]}, False),
     ({"iommu_enabled": False, "kernel_cmdline": ["amd_iommu=off,fullflush"]}, False),
+    # A line the model cannot read is not blamed on the firmware: the GRUB edit names what is wrong with it.
+    ({"iommu_enabled": False, "kernel_cmdline": ['foo="bar']}, False),
 ])
 def test_an_iommu_a_reboot_cannot_switch_on_is_refused(facts, refused):
     errors = preflight(facts=facts)
