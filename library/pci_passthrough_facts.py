@@ -162,15 +162,36 @@ HEX6 = re.compile(r"^0x([0-9a-fA-F]{6})$")
 # The roots discovery may read under: a captured tree is untrusted input, and a link out of it must
 # not make discovery read (and report) another file. Set by discover().
 _ROOTS: list[str] = []
+# Directories resolved in this run (_realpath), path -> real path. Reset by discover().
+_REAL_DIRS: dict[str, str] = {}
 
 
 class DiscoveryError(Exception):
     """A tree that cannot be read as sysfs/procfs; the message names the path and the fix."""
 
 
+def _realpath(path: str) -> str:
+    """os.path.realpath(path), with the directories' own resolution remembered for the run: a device's dozen
+    attributes then cost one lstat each, not one per component of a deep sysfs path. Equal to realpath because
+    the parent is resolved whole first, and the last component is resolved again when it is a link."""
+    parent, name = os.path.split(path)
+    if name in ("", ".", ".."):
+        return os.path.realpath(path)
+    real_parent = _REAL_DIRS.get(parent)
+    if real_parent is None:
+        real_parent = _REAL_DIRS[parent] = os.path.realpath(parent)
+    candidate = os.path.join(real_parent, name)
+    try:
+        if not stat.S_ISLNK(os.lstat(candidate).st_mode):
+            return candidate
+    except OSError:
+        return candidate  # missing: realpath keeps a path it cannot resolve as it is
+    return os.path.realpath(candidate)
+
+
 def _inside(path: str) -> str:
     """Resolve path; refuse it when it leaves every root (a symlink out of a captured tree)."""
-    real = os.path.realpath(path)
+    real = _realpath(path)
     for root in _ROOTS:
         if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
             return real
@@ -333,6 +354,7 @@ def discover(sysfs_root: str, procfs_root: str, database=None) -> dict:
             f"{sysfs_root} is not a sysfs tree: {devices_dir} is missing; point sysfs_root "
             f"(passthrough_sysfs_root) at /sys or at a tree made by scripts/mock_sysfs.py capture/build")
     _ROOTS[:] = [os.path.realpath(sysfs_root), os.path.realpath(procfs_root)]
+    _REAL_DIRS.clear()
     cmdline_path = os.path.join(procfs_root, "cmdline")
     cmdline = _read(cmdline_path)
     if cmdline is None:

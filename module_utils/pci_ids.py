@@ -12,8 +12,8 @@ the file's own header::
     <TAB><TAB>subvendor subdevice  subsystem_name
 
 followed by the device classes (lines starting ``C``), which end the vendor part. Read-only: the
-file is opened once, read whole (about 1.3 MB) and indexed per vendor; a vendor's devices are parsed
-only when one of them is looked up, so a host with a few vendors costs a few milliseconds.
+file is opened once, read whole (about 1.3 MB) and indexed per vendor; a device's lines are found and parsed
+only when it is looked up, so a host with a few dozen PCI functions costs a few milliseconds.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class PciIds:
         self.path = path
         self._text = "\n" + text
         self._vendors: dict[str, tuple[str, int, int]] | None = None   # id -> (name, start, end) of its block
-        self._devices: dict[str, dict] = {}                              # vendor -> parsed block
+        self._devices: dict[tuple, tuple | None] = {}                    # (vendor, device) -> parsed lines
 
     def _index(self) -> dict[str, tuple[str, int, int]]:
         if self._vendors is not None:
@@ -77,37 +77,56 @@ class PciIds:
         self._vendors = vendors
         return vendors
 
-    def _block(self, vendor: str) -> dict:
-        parsed = self._devices.get(vendor)
-        if parsed is not None:
-            return parsed
+    def _device(self, vendor: str, product: str) -> tuple[str, dict] | None:
+        """(name, {(subvendor, subdevice): name}) of one device, parsed from its own lines only: the device
+        line is found with one search in the vendor's block (NVIDIA's and Intel's blocks run to thousands of
+        lines, and a host looks up a handful of devices)."""
+        key = (vendor, product)
+        if key in self._devices:
+            return self._devices[key]
         entry = self._index().get(vendor)
-        parsed = {}
+        found = None
         if entry is not None:
-            device = None
-            for line in self._text[entry[1]:entry[2]].splitlines():
-                if line.startswith("\t\t"):
-                    ids, _, name = line[2:].partition("  ")
-                    sub = ids.lower().split()
-                    if device is not None and len(sub) == 2:
-                        device[1][(sub[0], sub[1])] = name.strip()
-                elif line.startswith("\t"):
-                    product, _, name = line[1:].partition("  ")
-                    device = (name.strip(), {})
-                    parsed[product.strip().lower()] = device
-        self._devices[vendor] = parsed
-        return parsed
+            text, end = self._text, entry[2]
+            needle = "\n\t" + product
+            pos = text.find(needle, entry[1], end)
+            while pos != -1 and found is None:
+                line_end = text.find("\n", pos + 1, end)
+                line_end = end if line_end == -1 else line_end
+                ids, _, name = text[pos + 2:line_end].partition("  ")
+                if ids.strip().lower() == product:
+                    found = (name.strip(), self._subsystems(line_end, end))
+                pos = text.find(needle, line_end, end)
+        self._devices[key] = found
+        return found
+
+    def _subsystems(self, pos: int, end: int) -> dict:
+        """The subsystem lines (two tabs) after the device line that ends at ``pos``, up to the next device line."""
+        text, subs = self._text, {}
+        while pos < end:
+            line_end = text.find("\n", pos + 1, end)
+            line_end = end if line_end == -1 else line_end
+            line = text[pos + 1:line_end]
+            if line.startswith("\t\t"):
+                ids, _, name = line[2:].partition("  ")
+                sub = ids.lower().split()
+                if len(sub) == 2:
+                    subs[(sub[0], sub[1])] = name.strip()
+            elif line.startswith("\t"):
+                break
+            pos = line_end
+        return subs
 
     def vendor(self, vendor_id: str) -> str | None:
         entry = self._index().get(vendor_id)
         return entry[0] if entry else None
 
     def device(self, vendor_id: str, product_id: str) -> str | None:
-        entry = self._block(vendor_id).get(product_id)
+        entry = self._device(vendor_id, product_id)
         return entry[0] if entry else None
 
     def subsystem(self, vendor_id: str, product_id: str, sub_vendor: str, sub_device: str) -> str | None:
-        entry = self._block(vendor_id).get(product_id)
+        entry = self._device(vendor_id, product_id)
         return entry[1].get((sub_vendor, sub_device)) if entry else None
 
     def names(self, vendor_id, product_id, sub_vendor=None, sub_device=None) -> dict:

@@ -191,6 +191,23 @@ def test_untrusted_capture_is_refused_without_echo_or_hang(copy_of, facts_module
     assert len(str(caught.value)) < 400
 
 
+def test_remembered_directories_resolve_as_realpath_does(copy_of, facts_module):
+    """Discovery resolves paths through the directories it has resolved before (_realpath): the answer is
+    os.path.realpath's for every path of a captured tree, links, links to links and missing names included."""
+    root = copy_of()
+    facts_module._REAL_DIRS.clear()  # pylint: disable=protected-access
+    paths = []
+    for top, dirs, files in os.walk(root / "sys"):
+        for name in dirs + files:
+            paths += [os.path.join(top, name), os.path.join(top, name, "missing"), os.path.join(top, name, "..")]
+    devices = root / "sys" / "bus" / "pci" / "devices"
+    paths += [str(devices / addr / attr) for addr in os.listdir(devices) for attr in ("vendor", "driver", "driver/module",
+                                                                                       "iommu_group", "nothing")]
+    assert len(paths) > 1000
+    for path in paths + paths:  # the second time through the remembered directories
+        assert facts_module._realpath(path) == os.path.realpath(path), path  # pylint: disable=protected-access
+
+
 def test_links_inside_the_tree_still_work(copy_of, facts_module):
     """A capture's own links (bus -> devices, driver, iommu_group) resolve inside the tree and are read."""
     root = copy_of()
