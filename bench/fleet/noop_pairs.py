@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""The no-op ratio, measured in pairs: a 3-host no-op, then a 24-host one, one right after the other, N times.
+
+Usage: bench/fleet/noop_pairs.py [--pairs 3] [--workdir /tmp/ogc-fleet] [--small 3] [--large 24]
+
+Needs the simulated fleets bench.py left in WORKDIR/<size> (run bench.py first with the same --workdir): their
+hosts are configured, so each run here is a no-op re-run of `site.yml --tags plan,host`. One JSON line per run
+(wall, CPU of ansible-playbook and everything it started, the simulated hosts' module CPU, the controller's rest),
+then the pair's ratio. The machine's speed changes from one minute to the next; a pair taken back to back is the
+fairest comparison of the two sizes this machine gives.
+"""
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+
+
+def children_cpu():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def noop(inventory, hosts, host_log):
+    if os.path.exists(host_log):
+        os.remove(host_log)
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               OGC_BENCH_HOST_PYTHON=sys.executable, OGC_BENCH_HOST_CPU_LOG=host_log)
+    cpu0, wall0 = children_cpu(), time.time()
+    proc = subprocess.run([PLAYBOOK, os.path.join(REPO, "site.yml"), "-i", inventory, "--tags", "plan,host"],
+                          capture_output=True, text=True, check=False, cwd=REPO, env=env)
+    wall, cpu = time.time() - wall0, children_cpu() - cpu0
+    with open(host_log, encoding="utf-8") as handle:
+        on_hosts = sum(float(a) + float(b) for a, b in (line.split() for line in handle if line.strip()))
+    return dict(hosts=hosts, rc=proc.returncode, noop="nothing changed on any host" in proc.stdout,
+                wall_s=round(wall, 1), cpu_s=round(cpu, 1), host_side_per_host_s=round(on_hosts / hosts, 2),
+                controller_per_host_s=round((cpu - on_hosts) / hosts, 2))
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--workdir", default="/tmp/ogc-fleet")
+    parser.add_argument("--small", type=int, default=3)
+    parser.add_argument("--large", type=int, default=24)
+    args = parser.parse_args(argv[1:])
+    ok = True
+    for _ in range(args.pairs):
+        runs = []
+        for hosts in (args.small, args.large):
+            inventory = os.path.join(args.workdir, str(hosts), "inventory")
+            if not os.path.isdir(inventory):
+                sys.exit(f"noop_pairs.py: {inventory} is missing: run bench/fleet/bench.py --hosts {args.small} "
+                         f"{args.large} --workdir {args.workdir} first")
+            runs.append(noop(inventory, hosts, os.path.join(args.workdir, f"{hosts}.pair-host-cpu")))
+            print(json.dumps(runs[-1]), flush=True)
+        ok = ok and all(r["rc"] == 0 and r["noop"] for r in runs)
+        print(f"ratio {runs[1]['wall_s'] / runs[0]['wall_s']:.2f} ({args.large} / {args.small} hosts)", flush=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
