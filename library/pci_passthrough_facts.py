@@ -162,31 +162,57 @@ HEX6 = re.compile(r"^0x([0-9a-fA-F]{6})$")
 # The roots discovery may read under: a captured tree is untrusted input, and a link out of it must
 # not make discovery read (and report) another file. Set by discover().
 _ROOTS: list[str] = []
-# Directories resolved in this run (_realpath), path -> real path. Reset by discover().
-_REAL_DIRS: dict[str, str] = {}
+# Paths resolved in this run (_realpath), path -> real path. Reset by discover().
+_REAL_PATHS: dict[str, str] = {}
 
 
 class DiscoveryError(Exception):
     """A tree that cannot be read as sysfs/procfs; the message names the path and the fix."""
 
 
+class _Unusual(Exception):
+    """A path _realpath leaves to os.path.realpath (a link loop, ".." inside a link's target)."""
+
+
 def _realpath(path: str) -> str:
-    """os.path.realpath(path), with the directories' own resolution remembered for the run: a device's dozen
-    attributes then cost one lstat each, not one per component of a deep sysfs path. Equal to realpath because
-    the parent is resolved whole first, and the last component is resolved again when it is a link."""
-    parent, name = os.path.split(path)
-    if name in ("", ".", ".."):
-        return os.path.realpath(path)
-    real_parent = _REAL_DIRS.get(parent)
-    if real_parent is None:
-        real_parent = _REAL_DIRS[parent] = os.path.realpath(parent)
-    candidate = os.path.join(real_parent, name)
+    """os.path.realpath(path), remembered for the run (_REAL_PATHS), so a directory is resolved once: a device's
+    dozen attributes then cost one lstat each, and a link's target is resolved from the link's own (resolved)
+    directory, one component at a time, not again from the root. Anything unusual is left to os.path.realpath
+    itself; the answer is always realpath's (a test compares both over every path of a captured tree)."""
+    real = _REAL_PATHS.get(path)
+    if real is None:
+        parent, name = os.path.split(path)
+        try:
+            if name in ("", ".", ".."):
+                raise _Unusual
+            real = _follow(_realpath(parent), name, 0)
+        except _Unusual:
+            real = os.path.realpath(path)
+        _REAL_PATHS[path] = real
+    return real
+
+
+def _follow(real_dir: str, name: str, depth: int) -> str:
+    """The real path of real_dir/name, real_dir being resolved already (so its ".." is its parent by name)."""
+    candidate = os.path.join(real_dir, name)
     try:
         if not stat.S_ISLNK(os.lstat(candidate).st_mode):
             return candidate
+        target = os.readlink(candidate)
     except OSError:
-        return candidate  # missing: realpath keeps a path it cannot resolve as it is
-    return os.path.realpath(candidate)
+        return candidate  # realpath keeps a name it cannot resolve as it is
+    if depth >= 40:
+        raise _Unusual
+    current = os.sep if target.startswith(os.sep) else real_dir
+    parts = [part for part in target.split(os.sep) if part not in ("", ".")]
+    while parts and parts[0] == "..":
+        current = os.path.dirname(current)
+        parts.pop(0)
+    if ".." in parts:
+        raise _Unusual
+    for part in parts:
+        current = _follow(current, part, depth + 1)
+    return current
 
 
 def _inside(path: str) -> str:
@@ -354,7 +380,7 @@ def discover(sysfs_root: str, procfs_root: str, database=None) -> dict:
             f"{sysfs_root} is not a sysfs tree: {devices_dir} is missing; point sysfs_root "
             f"(passthrough_sysfs_root) at /sys or at a tree made by scripts/mock_sysfs.py capture/build")
     _ROOTS[:] = [os.path.realpath(sysfs_root), os.path.realpath(procfs_root)]
-    _REAL_DIRS.clear()
+    _REAL_PATHS.clear()
     cmdline_path = os.path.join(procfs_root, "cmdline")
     cmdline = _read(cmdline_path)
     if cmdline is None:

@@ -191,11 +191,21 @@ def test_untrusted_capture_is_refused_without_echo_or_hang(copy_of, facts_module
     assert len(str(caught.value)) < 400
 
 
-def test_remembered_directories_resolve_as_realpath_does(copy_of, facts_module):
-    """Discovery resolves paths through the directories it has resolved before (_realpath): the answer is
-    os.path.realpath's for every path of a captured tree, links, links to links and missing names included."""
+def test_remembered_paths_resolve_as_realpath_does(copy_of, facts_module):
+    """Discovery resolves paths through those it has resolved before, and follows a link from the link's own
+    directory (_realpath): the answer is os.path.realpath's for every path of a captured tree, links, links
+    to links, missing names, "..", a link loop, an absolute link and a link with ".." inside its target
+    included."""
     root = copy_of()
-    facts_module._REAL_DIRS.clear()  # pylint: disable=protected-access
+    odd = root / "sys" / "odd"
+    odd.mkdir()
+    os.symlink("self", odd / "self")
+    os.symlink("ping", odd / "pong")
+    os.symlink("pong", odd / "ping")
+    os.symlink(str(root / "sys" / "bus"), odd / "absolute")
+    os.symlink("../bus/pci/../pci/devices", odd / "dotdot-inside")
+    os.symlink("missing/deeper", odd / "dangling")
+    facts_module._REAL_PATHS.clear()  # pylint: disable=protected-access
     paths = []
     for top, dirs, files in os.walk(root / "sys"):
         for name in dirs + files:
@@ -203,8 +213,9 @@ def test_remembered_directories_resolve_as_realpath_does(copy_of, facts_module):
     devices = root / "sys" / "bus" / "pci" / "devices"
     paths += [str(devices / addr / attr) for addr in os.listdir(devices) for attr in ("vendor", "driver", "driver/module",
                                                                                        "iommu_group", "nothing")]
+    paths += [str(odd / name / "x") for name in os.listdir(odd)]
     assert len(paths) > 1000
-    for path in paths + paths:  # the second time through the remembered directories
+    for path in paths + paths:  # the second time through the remembered paths
         assert facts_module._realpath(path) == os.path.realpath(path), path  # pylint: disable=protected-access
 
 
