@@ -13,19 +13,13 @@ fairest comparison of the two sizes this machine gives.
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
-
-
-def children_cpu():
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+sys.path.insert(0, HERE)
+from bench import PLAYBOOK, REPO, children_cpu, host_cpu  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def noop(inventory, hosts, host_log):
@@ -37,8 +31,7 @@ def noop(inventory, hosts, host_log):
     proc = subprocess.run([PLAYBOOK, os.path.join(REPO, "site.yml"), "-i", inventory, "--tags", "plan,host"],
                           capture_output=True, text=True, check=False, cwd=REPO, env=env)
     wall, cpu = time.time() - wall0, children_cpu() - cpu0
-    with open(host_log, encoding="utf-8") as handle:
-        on_hosts = sum(float(a) + float(b) for a, b in (line.split() for line in handle if line.strip()))
+    on_hosts, _module_runs = host_cpu(host_log)
     return dict(hosts=hosts, rc=proc.returncode, noop="nothing changed on any host" in proc.stdout,
                 wall_s=round(wall, 1), cpu_s=round(cpu, 1), host_side_per_host_s=round(on_hosts / hosts, 2),
                 controller_per_host_s=round((cpu - on_hosts) / hosts, 2))
