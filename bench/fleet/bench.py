@@ -55,6 +55,21 @@ def host_cpu(path):
     return sum(float(children) + float(own) for children, own in lines), len(lines)
 
 
+def timed_playbook(args, host_log, env, cwd, plain=False):
+    """ansible-playbook ARGS, the simulated hosts' module CPU noted in HOST_LOG (emptied first; ENV is extended).
+    plain: the venv's Python itself as the hosts' interpreter, without host_python.py (nothing is then noted).
+    Returns the finished process, its wall time, the CPU of it and everything it started, and the hosts' share
+    (seconds, module runs)."""
+    if os.path.exists(host_log):
+        os.remove(host_log)
+    env = dict(env, OGC_BENCH_HOST_PYTHON=sys.executable, OGC_BENCH_HOST_CPU_LOG=host_log)
+    extra = ["-e", "ansible_python_interpreter=" + sys.executable] if plain else []
+    cpu0, wall0 = children_cpu(), time.time()
+    proc = subprocess.run([PLAYBOOK, *args, *extra], capture_output=True, text=True, check=False, cwd=cwd, env=env)
+    wall, cpu = time.time() - wall0, children_cpu() - cpu0
+    return proc, wall, cpu, host_cpu(host_log)
+
+
 def one_run(inventory, label, out_dir, hosts, repo=REPO):
     host_log = os.path.join(out_dir, "%d-%s.host-cpu" % (hosts, label))
     if os.path.exists(host_log):

@@ -17,13 +17,12 @@ the playbook does around its module runs.
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench import PLAYBOOK, children_cpu, host_cpu  # noqa: E402  pylint: disable=wrong-import-position
+from bench import timed_playbook  # noqa: E402  pylint: disable=wrong-import-position
+from noop_pairs import add_pair_options, pair_inventories  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def write_playbook(path, module_runs):
@@ -34,17 +33,11 @@ def write_playbook(path, module_runs):
 
 
 def run(playbook, inventory, hosts, host_log, plain=False):
-    if os.path.exists(host_log):
-        os.remove(host_log)
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", OGC_BENCH_HOST_PYTHON=sys.executable, OGC_BENCH_HOST_CPU_LOG=host_log)
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1")
     env.pop("ANSIBLE_CONFIG", None)  # ansible-core's defaults (forks 5 -> set 10 below, as ansible.cfg has)
     env["ANSIBLE_FORKS"] = "10"
-    cpu0, wall0 = children_cpu(), time.time()
-    extra = ["-e", "ansible_python_interpreter=" + sys.executable] if plain else []
-    proc = subprocess.run([PLAYBOOK, playbook, "-i", inventory, *extra], capture_output=True, text=True, check=False,
-                          cwd=os.path.dirname(playbook), env=env)
-    wall, cpu = time.time() - wall0, children_cpu() - cpu0
-    on_hosts, module_runs = host_cpu(host_log)
+    proc, wall, cpu, (on_hosts, module_runs) = timed_playbook([playbook, "-i", inventory], host_log, env,
+                                                              os.path.dirname(playbook), plain)
     return dict(hosts=hosts, rc=proc.returncode, wall_s=round(wall, 2), cpu_s=round(cpu, 2),
                 cpu_per_host_s=round(cpu / hosts, 2), module_runs=module_runs,
                 host_side_per_host_s=round(on_hosts / hosts, 2))
@@ -53,24 +46,17 @@ def run(playbook, inventory, hosts, host_log, plain=False):
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--runs", type=int, nargs="+", default=[1, 2, 3], help="module runs per host (K)")
-    parser.add_argument("--pairs", type=int, default=3)
-    parser.add_argument("--workdir", default="/tmp/ogc-fleet")
-    parser.add_argument("--small", type=int, default=3)
-    parser.add_argument("--large", type=int, default=24)
-    parser.add_argument("--plain", action="store_true", help="the venv's Python as the hosts' interpreter")
+    add_pair_options(parser)
     args = parser.parse_args(argv[1:])
+    inventories = pair_inventories(args, "floor.py")
+    host_log = os.path.join(args.workdir, "floor.host-cpu")
     ok = True
     for module_runs in args.runs:
         playbook = os.path.join(args.workdir, "floor-%d.yml" % module_runs)
         write_playbook(playbook, module_runs)
         for _ in range(args.pairs):
             runs = []
-            for hosts in (args.small, args.large):
-                inventory = os.path.join(args.workdir, str(hosts), "inventory")
-                if not os.path.isdir(inventory):
-                    sys.exit(f"floor.py: {inventory} is missing: run bench/fleet/bench.py --hosts {args.small} "
-                             f"{args.large} --workdir {args.workdir} first")
-                host_log = os.path.join(args.workdir, "floor.host-cpu")
+            for hosts, inventory in inventories:
                 runs.append(dict(module_runs_per_host=module_runs, plain=args.plain,
                                  **run(playbook, inventory, hosts, host_log, args.plain)))
                 print(json.dumps(runs[-1]), flush=True)
@@ -78,7 +64,6 @@ def main(argv):
             print(f"K={module_runs} ratio {runs[1]['wall_s'] / runs[0]['wall_s']:.2f} ({args.large} / {args.small} hosts)",
                   flush=True)
     return 0 if ok else 1
-
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv))

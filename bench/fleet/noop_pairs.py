@@ -14,53 +14,58 @@ host_python.py's start-up (the hosts' CPU is then not counted apart), as bench/f
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench import PLAYBOOK, REPO, children_cpu, host_cpu  # noqa: E402  pylint: disable=wrong-import-position
+from bench import REPO, timed_playbook  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def noop(inventory, hosts, host_log, plain=False):
-    if os.path.exists(host_log):
-        os.remove(host_log)
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               OGC_BENCH_HOST_PYTHON=sys.executable, OGC_BENCH_HOST_CPU_LOG=host_log)
-    cpu0, wall0 = children_cpu(), time.time()
-    extra = ["-e", "ansible_python_interpreter=" + sys.executable] if plain else []
-    proc = subprocess.run([PLAYBOOK, os.path.join(REPO, "site.yml"), "-i", inventory, "--tags", "plan,host", *extra],
-                          capture_output=True, text=True, check=False, cwd=REPO, env=env)
-    wall, cpu = time.time() - wall0, children_cpu() - cpu0
-    on_hosts, _module_runs = host_cpu(host_log)
-    return dict(hosts=hosts, plain=plain, rc=proc.returncode, noop="nothing changed on any host" in proc.stdout,
-                wall_s=round(wall, 1), cpu_s=round(cpu, 1), host_side_per_host_s=round(on_hosts / hosts, 2),
-                controller_per_host_s=round((cpu - on_hosts) / hosts, 2))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    proc, wall, cpu, (on_hosts, _module_runs) = timed_playbook(
+        [os.path.join(REPO, "site.yml"), "-i", inventory, "--tags", "plan,host"], host_log, env, REPO, plain)
+    result = dict(hosts=hosts, plain=plain, rc=proc.returncode, noop="nothing changed on any host" in proc.stdout,
+                  wall_s=round(wall, 1), cpu_s=round(cpu, 1), cpu_per_host_s=round(cpu / hosts, 2))
+    if not plain:  # the hosts' module CPU is counted apart only through host_python.py
+        result.update(host_side_per_host_s=round(on_hosts / hosts, 2),
+                      controller_per_host_s=round((cpu - on_hosts) / hosts, 2))
+    return result
 
 
-def main(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+def add_pair_options(parser):
+    """The options of a pair of runs (floor.py takes them too)."""
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--workdir", default="/tmp/ogc-fleet")
     parser.add_argument("--small", type=int, default=3)
     parser.add_argument("--large", type=int, default=24)
     parser.add_argument("--plain", action="store_true", help="the venv's Python as the hosts' interpreter")
+
+
+def pair_inventories(args, tool):
+    """[(hosts, inventory)] of the small and the large fleet bench.py left in WORKDIR; exits saying how to make them."""
+    pairs = [(hosts, os.path.join(args.workdir, str(hosts), "inventory")) for hosts in (args.small, args.large)]
+    for _hosts, inventory in pairs:
+        if not os.path.isdir(inventory):
+            sys.exit(f"{tool}: {inventory} is missing: run bench/fleet/bench.py --hosts {args.small} {args.large} "
+                     f"--workdir {args.workdir} first")
+    return pairs
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+    add_pair_options(parser)
     args = parser.parse_args(argv[1:])
+    inventories = pair_inventories(args, "noop_pairs.py")
     ok = True
     for _ in range(args.pairs):
         runs = []
-        for hosts in (args.small, args.large):
-            inventory = os.path.join(args.workdir, str(hosts), "inventory")
-            if not os.path.isdir(inventory):
-                sys.exit(f"noop_pairs.py: {inventory} is missing: run bench/fleet/bench.py --hosts {args.small} "
-                         f"{args.large} --workdir {args.workdir} first")
+        for hosts, inventory in inventories:
             runs.append(noop(inventory, hosts, os.path.join(args.workdir, f"{hosts}.pair-host-cpu"), args.plain))
             print(json.dumps(runs[-1]), flush=True)
         ok = ok and all(r["rc"] == 0 and r["noop"] for r in runs)
         print(f"ratio {runs[1]['wall_s'] / runs[0]['wall_s']:.2f} ({args.large} / {args.small} hosts)", flush=True)
     return 0 if ok else 1
-
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv))
