@@ -72,21 +72,15 @@ def timed_playbook(args, host_log, env, cwd, plain=False):
 
 def one_run(inventory, label, out_dir, hosts, repo=REPO):
     host_log = os.path.join(out_dir, "%d-%s.host-cpu" % (hosts, label))
-    if os.path.exists(host_log):
-        os.remove(host_log)
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(repo, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_CALLBACKS_ENABLED="ogc_changes,ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT="15",
-               OGC_BENCH_HOST_PYTHON=sys.executable, OGC_BENCH_HOST_CPU_LOG=host_log)
+               ANSIBLE_CALLBACKS_ENABLED="ogc_changes,ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT="15")
     load_before = os.getloadavg()
-    cpu0, wall0 = children_cpu(), time.time()
-    proc = subprocess.run([PLAYBOOK, os.path.join(repo, "site.yml"), "-i", inventory, "--tags", "plan,host"],
-                          capture_output=True, text=True, check=False, cwd=repo, env=env)
-    wall, cpu = time.time() - wall0, children_cpu() - cpu0
+    proc, wall, cpu, (on_hosts, module_runs) = timed_playbook(
+        [os.path.join(repo, "site.yml"), "-i", inventory, "--tags", "plan,host"], host_log, env, repo)
     log = proc.stdout + proc.stderr
     with open(os.path.join(out_dir, "%d-%s.log" % (hosts, label)), "w", encoding="utf-8") as handle:
         handle.write(log)
     recap = re.findall(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)", log, re.M)
-    on_hosts, module_runs = host_cpu(host_log)
     return dict(hosts=hosts, run=label, rc=proc.returncode, wall_s=round(wall, 1), cpu_s=round(cpu, 1),
                 cpu_per_host_s=round(cpu / hosts, 2), module_runs=module_runs,
                 host_side_per_host_s=round(on_hosts / hosts, 2),

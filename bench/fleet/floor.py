@@ -8,10 +8,9 @@ K: a playbook of its own (in WORKDIR, never in the checkout) with one play over 
 K tasks of ansible.builtin.ping, the cheapest module ansible-core has; then pairs of runs, the small fleet and at
 once the large one, on the same inventories, connection and interpreter (bench/fleet/host_python.py) as the fleet
 benchmark. No role, no plan, no file: what any host phase that checks its hosts with K module runs costs at least.
---plain runs the modules on the venv's
-Python itself, without host_python.py's start-up (the hosts' CPU is then not counted apart). One JSON line per
-run, then the pair's ratio; the figures say how far the ratio can fall on this machine, whatever
-the playbook does around its module runs.
+--plain runs the modules on the venv's Python itself, without host_python.py's start-up (the hosts' CPU is then not
+counted apart). One JSON line per run, then the pair's ratio: how far the ratio can fall on this machine, whatever a
+playbook does around its module runs.
 """
 
 import argparse
@@ -38,10 +37,11 @@ def run(playbook, inventory, hosts, host_log, plain=False):
     env["ANSIBLE_FORKS"] = "10"
     proc, wall, cpu, (on_hosts, module_runs) = timed_playbook([playbook, "-i", inventory], host_log, env,
                                                               os.path.dirname(playbook), plain)
-    return dict(hosts=hosts, rc=proc.returncode, wall_s=round(wall, 2), cpu_s=round(cpu, 2),
-                cpu_per_host_s=round(cpu / hosts, 2), module_runs=module_runs,
-                host_side_per_host_s=round(on_hosts / hosts, 2))
-
+    result = dict(hosts=hosts, rc=proc.returncode, wall_s=round(wall, 2), cpu_s=round(cpu, 2),
+                  cpu_per_host_s=round(cpu / hosts, 2))
+    if not plain:  # the hosts' module CPU is counted apart only through host_python.py
+        result.update(module_runs=module_runs, host_side_per_host_s=round(on_hosts / hosts, 2))
+    return result
 
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
@@ -64,6 +64,7 @@ def main(argv):
             print(f"K={module_runs} ratio {runs[1]['wall_s'] / runs[0]['wall_s']:.2f} ({args.large} / {args.small} hosts)",
                   flush=True)
     return 0 if ok else 1
+
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv))
