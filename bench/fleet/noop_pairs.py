@@ -67,5 +67,6 @@ def main(argv):
         print(f"ratio {runs[1]['wall_s'] / runs[0]['wall_s']:.2f} ({args.large} / {args.small} hosts)", flush=True)
     return 0 if ok else 1
 
+
 if __name__ == "__main__":
     sys.exit(main(sys.argv))
