@@ -1,11 +1,11 @@
 """The test cloud's optional compute side (``testcloud.sh start --with-compute``).
 
-Adds to the API-only test cloud, all on 127.0.0.1 and under coreutils ``timeout`` like the rest:
+Adds to the API-only test cloud, all on 127.0.0.1 and under the cloud's supervisor (supervise.py) like the rest:
 
 * a message broker: RabbitMQ from Debian packages (``rabbitmq-server``; installed with apt-get when
   missing), its own Erlang port mapper (epmd) on a free loopback port, node name, cookie, database and
   logs under ``DIR/data/rabbitmq`` and ``DIR/log/rabbitmq``;
-* Placement (openstack-placement, gunicorn, SQLite) registered in the catalog;
+* Placement (openstack-placement, gunicorn, its database in the cloud's MariaDB) registered in the catalog;
 * a read-only Neutron stand-in (``fake_neutron.py``): Nova lists an instance's ports on delete and
   shelve-offload even when it was booted with ``networks: none``;
 * nova-conductor, nova-scheduler (PciPassthroughFilter enabled) and one nova-compute on a fake virt
@@ -32,7 +32,6 @@ import json
 import os
 import shutil
 import socket
-import sqlite3
 import subprocess
 import sys
 import time
@@ -259,12 +258,6 @@ region_name = RegionOne
 # Periodic tasks start at once, not after Nova's random delay of up to 60 s: the scheduler maps the new compute
 # host (discover_hosts_in_cells_interval) seconds after it registered, so the start waits for that, not for chance.
 periodic_fuzzy_delay = 0
-# Each service writes its heartbeat to the cell database every report_interval seconds (Nova's default: 10). On
-# SQLite a write committed while an API request's transaction has read and is about to write fails that request at
-# once ("database is locked", HTTP 500; the busy timeout cannot apply). One heartbeat a minute from each of the
-# three services, and a service counted down only after five minutes without one, make that collision rarer.
-report_interval = 60
-service_down_time = 300
 [placement]
 {auth}
 [neutron]
@@ -313,18 +306,12 @@ enforce_new_defaults = true
         if not state.get("placement_initialised"):
             cloud.migrate("placement", ["placement"], [cloud_bin("placement-manage"), "--config-file",
                                                      os.path.join(cloud.etc, "placement", "placement.conf"), "db", "sync"])
-            cloud.wal("placement")
             state["placement_initialised"] = True
         if state.get("cell_transport_url") != self.transport_url():
             # The conductor reaches the computes of cell1 through the cell mapping's transport URL.
             # (nova-manage cell_v2 update_cell does the same in a separate process; ~10 s here.)
-            con = sqlite3.connect(os.path.join(cloud.data, "nova_api.sqlite"), timeout=30)
-            try:
-                with con:
-                    done = con.execute("UPDATE cell_mappings SET transport_url = ? WHERE name = 'cell1'",
-                                       (self.transport_url(),)).rowcount
-            finally:
-                con.close()
+            done = cloud.database.execute([("UPDATE cell_mappings SET transport_url = %s WHERE name = 'cell1'",
+                                            (self.transport_url(),))], database="nova_api")
             if done != 1:
                 raise ComputeError("the nova_api database has no cell 'cell1' (wipe the test cloud and start again)")
             state["cell_transport_url"] = self.transport_url()
@@ -355,21 +342,8 @@ enforce_new_defaults = true
                     ident.update_endpoint(endpoint, url=url)
 
     # ---- processes --------------------------------------------------------------
-    def spawn(self, name, argv, env=None, log_name=None):
-        cloud = self.cloud
-        log = os.path.join(cloud.logs, f"{log_name or name}-server.log")
-        full_env = dict(os.environ)
-        full_env.pop("OS_CLOUD", None)
-        full_env.update(env or {})
-        argv = ["timeout", "--kill-after=10", str(int(cloud.lifetime)), *argv]
-        with open(log, "a", encoding="utf-8") as out:
-            out.write(f"\n--- {time.strftime('%Y-%m-%dT%H:%M:%S')} start: {' '.join(argv)}\n")
-            out.flush()
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    cwd=cloud.dir, env=full_env, start_new_session=True)
-        cloud.state.setdefault("pids", {})[name] = proc.pid
-        cloud.state.setdefault("started_at", {})[name] = time.time()
-        return proc
+    def spawn(self, name, argv, env=None):
+        return self.cloud.launch(name, argv, env)
 
     def rabbit_env(self):
         ports = self.cloud.state["ports"]
