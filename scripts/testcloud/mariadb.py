@@ -105,6 +105,7 @@ innodb_buffer_pool_size = 64M
 innodb_log_file_size = 16M
 innodb_flush_method = nosync
 innodb_doublewrite = 0
+innodb_file_per_table = OFF  # one tablespace: a schema load creates no file per table (bench/testcloud)
 """)
 
     def url(self, database, password):
