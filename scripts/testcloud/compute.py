@@ -36,6 +36,8 @@ import subprocess
 import sys
 import time
 
+from logtail import tail
+
 COMPUTE_SERVICES = ("epmd", "rabbitmq", "placement", "neutron", "conductor", "scheduler", "compute")
 COMPUTE_HOST = "ogc-gpu-1"
 RABBIT_USER = "guest"  # RabbitMQ's default user, allowed on loopback only
@@ -459,7 +461,7 @@ enforce_new_defaults = true
         logs = [os.path.join(self.cloud.logs, f"{name}-server.log")]
         if name == "rabbitmq":
             logs.append(os.path.join(self.rabbit_logs, "rabbit.log"))
-        detail = "".join(f"\n--- last lines of {p}:\n{_tail(p)}" for p in logs if os.path.exists(p))
+        detail = "".join(f"\n--- last lines of {p}:\n{tail(p, 20)}" for p in logs if os.path.exists(p))
         return ComputeError(f"{name} {why}. Logs: {', '.join(logs)}{detail}")
 
 
@@ -478,11 +480,3 @@ def _since(updated_at, started):
 
 def cloud_bin(name):
     return os.path.join(os.path.dirname(sys.executable), name)
-
-
-def _tail(path, lines=20):
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return "".join(handle.readlines()[-lines:])
-    except OSError:
-        return ""

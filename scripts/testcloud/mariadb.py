@@ -22,6 +22,8 @@ import subprocess
 import tempfile
 import time
 
+from logtail import tail
+
 MARIADBD = "/usr/sbin/mariadbd"
 INSTALL_DB = "/usr/bin/mariadb-install-db"
 CLIENT = "/usr/bin/mariadb"
@@ -43,14 +45,6 @@ SOCKET_MAX = 107  # sun_path holds 108 bytes with its NUL
 
 class DatabaseError(Exception):
     """A failure with a message meant for the operator; testcloud.py turns it into its CloudError."""
-
-
-def _tail(path, lines=15):
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return "".join(handle.readlines()[-lines:])
-    except OSError:
-        return ""
 
 
 class MariaDB:
@@ -211,7 +205,7 @@ innodb_file_per_table = OFF  # one tablespace: a schema load creates no file per
                                   stdout=stdout or log, stderr=log, check=False)
         if proc.returncode:
             raise DatabaseError(f"MariaDB: {what}: `{' '.join(argv)}` exited {proc.returncode}; see {self.init_log}"
-                                f"\n{_tail(self.init_log)}")
+                                f"\n{tail(self.init_log)}")
 
 
 def _login():

@@ -51,6 +51,7 @@ import urllib.request
 
 import compute  # scripts/testcloud/compute.py: the optional compute services
 import mariadb  # scripts/testcloud/mariadb.py: the database server
+from logtail import tail
 
 SERVICES = ("keystone", "nova", "glance")
 CLOUD_NAME = "ogc-test"
@@ -147,14 +148,6 @@ def http_status(url, timeout=2.0):
         return exc.code
     except (urllib.error.URLError, OSError):
         return None
-
-
-def tail(path, lines=15):
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return "".join(handle.readlines()[-lines:])
-    except OSError:
-        return ""
 
 
 # --------------------------------------------------------------------------- migrated schemas
