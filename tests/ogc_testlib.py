@@ -147,6 +147,18 @@ class TestCloudHandle:
         return rc, ordered, stdout
 
 
+def compute_service(conn, host):
+    """The nova-compute service of HOST."""
+    return next(s for s in conn.compute.services(host=host, binary="nova-compute"))
+
+
+def enable_compute_service(conn, host):
+    """HOST's nova-compute service enabled (a test that drains a host leaves it disabled)."""
+    svc = compute_service(conn, host)
+    if svc.status == "disabled":
+        conn.compute.enable_service(svc, host, "nova-compute")
+
+
 def wait_status(conn, server_id, wanted, timeout=180):
     """The server once its status is one of WANTED, or as it is after TIMEOUT seconds (one look a second)."""
     deadline = time.time() + timeout

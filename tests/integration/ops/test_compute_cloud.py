@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from ogc_testlib import wait_status
+from ogc_testlib import enable_compute_service, wait_status
 
 pytestmark = pytest.mark.integration
 
@@ -25,8 +25,10 @@ def wait_gone(conn, server_id, timeout=120):
 
 @pytest.fixture
 def cloud(compute_cloud):
-    """Admin connection, a tiny image and a plain flavor (made when missing: no test relies on another's)."""
+    """Admin connection, a tiny image, a plain flavor (made when missing: no test relies on another's), and the
+    compute host ogc-gpu-1 enabled (the drain tests leave it disabled)."""
     admin = compute_cloud.connect()
+    enable_compute_service(admin, "ogc-gpu-1")
     image = admin.image.find_image("it-tiny") or admin.image.create_image(
         name="it-tiny", disk_format="raw", container_format="bare", data=b"\0" * 65536, visibility="public")
     flavor = admin.compute.find_flavor("it_plain") or admin.compute.create_flavor(name="it_plain", vcpus=1, ram=512,

@@ -13,7 +13,7 @@ import openstack
 import pytest
 import yaml
 
-from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, load_source, wait_status
+from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, compute_service, enable_compute_service, load_source, wait_status
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +32,7 @@ def wait_for(what, predicate, timeout=180):
 
 
 def service(conn):
-    return next(s for s in conn.compute.services(host=HOST, binary="nova-compute"))
+    return compute_service(conn, HOST)
 
 
 @pytest.fixture(scope="module")
@@ -56,9 +56,7 @@ def nova(compute_cloud):
 def empty_host(nova):
     """ogc-gpu-1 enabled and with no server (other tests' servers deleted), before each test."""
     admin = nova["admin"]
-    svc = service(admin)
-    if svc.status == "disabled":
-        admin.compute.enable_service(svc, HOST, "nova-compute")
+    enable_compute_service(admin, HOST)
 
     def emptied():
         # Delete whatever is on the host (again on each look: a server busy with a task refuses at first).
