@@ -3,7 +3,7 @@
 Adds to the API-only test cloud, all on 127.0.0.1 and under the cloud's supervisor (supervise.py) like the rest:
 
 * a message broker: RabbitMQ from Debian packages (``rabbitmq-server``; installed with apt-get when
-  missing), its own Erlang port mapper (epmd) on a free loopback port, node name, cookie, database and
+  missing, debian.py), its own Erlang port mapper (epmd) on a free loopback port, node name, cookie, database and
   logs under ``DIR/data/rabbitmq`` and ``DIR/log/rabbitmq``;
 * Placement (openstack-placement, gunicorn, its database in the cloud's MariaDB) registered in the catalog;
 * a read-only Neutron stand-in (``fake_neutron.py``): Nova lists an instance's ports on delete and
@@ -32,10 +32,10 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import time
 
+import debian
 from logtail import tail
 
 COMPUTE_SERVICES = ("epmd", "rabbitmq", "placement", "neutron", "conductor", "scheduler", "compute")
@@ -131,27 +131,6 @@ def _port_open(port, timeout=1.0):
             return True
     except OSError:
         return False
-
-
-def ensure_rabbitmq(log):
-    """Install rabbitmq-server from Debian packages when it is missing (needs root and apt)."""
-    if os.path.exists(RABBIT_SERVER):
-        return
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise ComputeError("rabbitmq-server is not installed and cannot be installed here (needs root and "
-                           "apt-get): install the Debian package rabbitmq-server, then start again")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    with open(log, "a", encoding="utf-8") as out:
-        out.write("\n$ apt-get install -y rabbitmq-server\n")
-        out.flush()
-        # The package does not start a server without an init system; ours is started below.
-        for argv in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "--no-install-recommends",
-                                                    "rabbitmq-server"]):
-            proc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, env=env, check=False)
-            if proc.returncode:
-                raise ComputeError(f"`{' '.join(argv)}` exited {proc.returncode}; see {log}")
-    if not os.path.exists(RABBIT_SERVER):
-        raise ComputeError(f"rabbitmq-server was installed but {RABBIT_SERVER} is missing")
 
 
 class Compute:
@@ -368,7 +347,10 @@ enforce_new_defaults = true
         }
 
     def start_broker(self):
-        ensure_rabbitmq(os.path.join(self.cloud.logs, "init.log"))
+        try:
+            debian.ensure_installed([RABBIT_SERVER], ["rabbitmq-server"], os.path.join(self.cloud.logs, "init.log"))
+        except debian.PackageError as exc:
+            raise ComputeError(str(exc)) from None
         epmd = next((p for p in EPMD_CANDIDATES if os.path.exists(p)), None) or shutil.which("epmd")
         if not epmd:
             raise ComputeError("epmd (Erlang's port mapper, package erlang-base) is missing")

@@ -22,13 +22,14 @@ import subprocess
 import tempfile
 import time
 
+import debian
 from logtail import tail
 
 MARIADBD = "/usr/sbin/mariadbd"
 INSTALL_DB = "/usr/bin/mariadb-install-db"
 CLIENT = "/usr/bin/mariadb"
 DUMP = "/usr/bin/mariadb-dump"
-PACKAGES = "mariadb-server mariadb-client"
+PACKAGES = ["mariadb-server", "mariadb-client"]
 
 # database: its user (kolla-ansible's <service>_database_name and _user; nova_cell0 belongs to nova's user).
 DATABASES = {
@@ -63,11 +64,12 @@ class MariaDB:
         self.port = None
 
     # ---- configuration --------------------------------------------------------------
-    def check_installed(self):
-        missing = [path for path in (MARIADBD, INSTALL_DB, CLIENT, DUMP) if not os.access(path, os.X_OK)]
-        if missing:
-            raise DatabaseError(f"{', '.join(missing)} missing: install the Debian packages {PACKAGES} "
-                                f"(scripts/setup-system.sh does, from requirements/debian-packages.txt)")
+    def ensure_installed(self):
+        """Debian's MariaDB server and client, installed with apt-get when missing (debian.py)."""
+        try:
+            debian.ensure_installed([MARIADBD, INSTALL_DB, CLIENT, DUMP], PACKAGES, self.init_log)
+        except debian.PackageError as exc:
+            raise DatabaseError(str(exc)) from None
 
     def write_config(self, port, write_file):
         self.port = port

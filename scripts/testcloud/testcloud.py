@@ -478,7 +478,7 @@ clouds:
         """The cloud's MariaDB: system tables on first use, the server, every service's database and user."""
         db = self.database
         try:
-            db.check_installed()
+            db.ensure_installed()
             db.install()
             proc = self.launch("mariadb", db.argv())
             self.save_state()
