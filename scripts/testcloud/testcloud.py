@@ -651,7 +651,9 @@ clouds:
 
     def stop(self, quiet=False):
         """Stop every server: the services first, then what they use (BACKENDS). Each server's supervisor stops the
-        server and every process it started (SIGTERM, SIGKILL after STOP_GRACE s) and exits when none is left."""
+        server and every process it started (SIGTERM, SIGKILL after STOP_GRACE s) and exits when none is left.
+        Ctrl-C does not cut it short (it is bounded): an interrupted stop would leave MariaDB and RabbitMQ running."""
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         pids = self.state.get("pids", {})
         for phase in ([s for s in pids if s not in BACKENDS], [s for s in pids if s in BACKENDS]):
             for svc in phase:
