@@ -213,14 +213,15 @@ class CloudModule:
         """Run one API call; an SDK or connection error becomes fail_sdk (never a traceback).
 
         An ``idempotent`` call (one that repeating cannot do twice, such as a delete that ignores a missing
-        resource) is repeated after a server error (HTTP 5xx), at most SERVER_ERROR_RETRIES times with a pause
-        between: a service that briefly fails a request (a database lock, a restarting worker) is not a failed run.
+        resource) is repeated after an answer that says the service is briefly unavailable (HTTP 502, 503, 504:
+        kolla-ansible's HAProxy answers so while an API container restarts or has no healthy backend), at most
+        SERVER_ERROR_RETRIES times with a pause between. A 500 is the service's own failure and fails at once.
         """
         for attempt in range(SERVER_ERROR_RETRIES + 1):
             try:
                 return func(*args, **kwargs)
             except Exception as exc:  # pylint: disable=broad-except
-                if idempotent and attempt < SERVER_ERROR_RETRIES and _is_server_error(exc):
+                if idempotent and attempt < SERVER_ERROR_RETRIES and _is_unavailable(exc):
                     time.sleep(SERVER_ERROR_PAUSE * (attempt + 1))
                     continue
                 if _is_api_error(exc):
@@ -473,14 +474,15 @@ def _caused_by(exc, *names):
     return False
 
 
-SERVER_ERROR_RETRIES = 2  # Cloud.call: repeats of an idempotent call after an HTTP 5xx
+SERVER_ERROR_RETRIES = 2  # Cloud.call: repeats of an idempotent call after an HTTP 502/503/504
 SERVER_ERROR_PAUSE = 2.0   # seconds before the first repeat; the second waits twice as long
+UNAVAILABLE = (502, 503, 504)  # Bad Gateway, Service Unavailable, Gateway Timeout: the request was not served
 
 
-def _is_server_error(exc):
-    """An HTTP 5xx answer from the service (not a refusal of the request, not a connection failure)."""
-    status = getattr(exc, "status_code", None)
-    return _is_api_error(exc) and isinstance(status, int) and 500 <= status < 600
+def _is_unavailable(exc):
+    """An answer saying the service is briefly unavailable (not its own failure, not a refusal of the request,
+    not a connection failure)."""
+    return _is_api_error(exc) and getattr(exc, "status_code", None) in UNAVAILABLE
 
 
 def _is_api_error(exc):
