@@ -72,7 +72,11 @@ def test_plan_edit_keeps_references_and_quoting():
     assert out["texts"][GRUB] == "GRUB_CMDLINE_LINUX='quiet'\nGRUB_CMDLINE_LINUX_DEFAULT=splash\n"
     assert out["texts"]["/d/90.cfg"] == 'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT a=1 iommu=pt"  # x\n'
     assert out["after"] == ["quiet", "splash", "a=1", "iommu=pt"]
-    assert out["overridden"] == ["/etc/default/grub line 2"]
+    # The drop-in appends to /etc/default/grub's value ($NAME): it does not override it.
+    assert out["overridden"] == []
+    replaced = files + [("/d/95.cfg", 'GRUB_CMDLINE_LINUX_DEFAULT="b=2"\n')]
+    assert bc.plan_edit(replaced, "GRUB_CMDLINE_LINUX_DEFAULT", ["iommu=pt"], [])["overridden"] == [
+        "/etc/default/grub line 2", "/d/90.cfg line 1"]
 
 
 def test_plan_edit_refuses_a_variable_that_is_not_a_command_line():
