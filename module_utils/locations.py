@@ -70,6 +70,11 @@ def writable_dir_problem(name, path):
             return "%s (%s) does not exist and %s cannot create it in %s (%s)" % (
                 name, path, _me(), parent, _owner_mode(os.stat(parent)))
         return None
+    except PermissionError:
+        parts = [p for p in path.split("/") if p]
+        blocking = next(("/" + "/".join(parts[:i]) for i in range(len(parts))
+                         if not os.access("/" + "/".join(parts[:i]), os.X_OK)), path)
+        return f"{name} ({path}) cannot be reached by {_me()}: {blocking} is {_owner_mode(os.stat(blocking))}"
     except OSError as exc:
         return f"{name} ({path}) cannot be read: {exc.strerror}"
     if not stat.S_ISDIR(info.st_mode):

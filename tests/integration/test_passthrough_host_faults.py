@@ -190,6 +190,11 @@ def run(tmp_path_factory, bmc):
         hosts[name] = hostvars
         grub = root / "etc" / "default" / "grub"
         originals[name] = grub.read_text() if grub.exists() else None
+    # An operator's tighter modes: the plan directory 0700, a plan file 0600 (rewritten by this run).
+    (base / "plans").mkdir(mode=0o700)
+    (base / "plans").chmod(0o700)
+    (base / "plans" / "no-virt.json").write_text("{}\n")
+    (base / "plans" / "no-virt.json").chmod(0o600)
     (base / "state" / "bootcfg-fails" / "fail-update-grub").write_text("/usr/sbin/grub-mkconfig: error: no such device: root.\n")
     (base / "state" / "initramfs-fails" / "fail-update-initramfs").write_text("E: /usr/share/initramfs-tools/hooks/x failed\n")
     inventory = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": PY},
@@ -503,3 +508,10 @@ def test_a_bmc_address_with_https_is_used_and_a_short_password_does_not_garble_t
 def test_a_failed_run_gives_the_lock_back(run):
     for name in ("no-virt", "bootcfg-fails", "initramfs-fails", "systemd-boot"):
         assert not (root_of(run, name) / "var/lib/open-gpu-cloud/passthrough_host.lock").exists(), name
+
+
+def test_the_operators_modes_of_the_plan_directory_and_files_are_kept(run):
+    assert (run["base"] / "plans").stat().st_mode & 0o777 == 0o700
+    plan = run["base"] / "plans" / "no-virt.json"
+    assert json.loads(plan.read_text())["plan"]["host"] == "no-virt" and plan.stat().st_mode & 0o777 == 0o600
+    assert (run["base"] / "plans" / "bootcfg-fails.json").stat().st_mode & 0o777 == 0o644   # a new file
