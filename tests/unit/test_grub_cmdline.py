@@ -9,6 +9,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 from contextlib import redirect_stdout
 from pathlib import Path
 
@@ -312,7 +313,7 @@ def generate(root):
     """What update-grub makes of the files (scripts/simulate_boot_config.py, the sandboxes' stand-in)."""
     (root / "proc").mkdir(exist_ok=True)
     (root / "proc/cmdline").write_text("BOOT_IMAGE=/boot/vmlinuz root=/dev/sda1 ro quiet\n")
-    subprocess.run(["python3", str(REPO / "scripts" / "simulate_boot_config.py"), str(root / "calls.jsonl"), str(root),
+    subprocess.run([sys.executable, str(REPO / "scripts" / "simulate_boot_config.py"), str(root / "calls.jsonl"), str(root),
                     "update-grub"], check=True)
 
 

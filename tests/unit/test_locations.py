@@ -2,15 +2,13 @@
 the filters the roles check them with (filter_plugins/ogc_inputs.py, passthrough_host_checks.py)."""
 
 import os
-import subprocess
-import tempfile
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible.module_utils import locations
-from ogc_testlib import ROOT, load_source
+from ogc_testlib import load_source
 
 inputs = load_source("ogc_inputs", "filter_plugins/ogc_inputs.py")
 checks = load_source("passthrough_host_checks", "filter_plugins/passthrough_host_checks.py")
@@ -90,30 +88,32 @@ def test_role_variables_name_the_variable_and_host():
         "against the directory ansible-playbook runs in)."]
 
 
-def test_a_directory_of_another_user_is_named_with_its_owner_and_mode(tmp_path):
-    """As a user who cannot write it (nobody), the answer names the owner and the mode, not an errno."""
-    base = tempfile.mkdtemp(prefix="ogc-locations-")
-    try:
-        os.chmod(base, 0o755)
-        plans = os.path.join(base, "plans")
-        os.mkdir(plans, 0o700)
-        os.chmod(plans, 0o700)
-        code = ("import sys; sys.path.insert(0, %r); import locations; "
-                "print(locations.writable_dir_problem('passthrough_plan_dir', %r)); "
-                "print(locations.writable_dir_problem('passthrough_plan_dir', %r))"
-                % (os.path.join(ROOT, "module_utils"), plans, os.path.join(plans, "new")))
-        # The base system's Python (the rule needs only the standard library): the venv's may not be nobody's to run.
-        out = subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True, text=True, check=True,
-                             preexec_fn=lambda: (os.setgid(65534), os.setuid(65534))).stdout.splitlines()
-        assert out[0] == (f"passthrough_plan_dir ({plans}) is not writable by nobody: it is owned by root, mode 0700. "
-                          "Run as its owner, give nobody write access, or point passthrough_plan_dir at a directory "
-                          "of nobody's")
-        assert out[1] == (f"passthrough_plan_dir ({plans}/new) cannot be reached by nobody: {plans} is owned by root, "
-                          "mode 0700")
-        assert locations.writable_dir_problem("passthrough_plan_dir", plans) is None        # root may
-        assert locations.writable_dir_problem("d", os.path.join(base, "missing")) is None  # created when needed
-        (tmp_path / "f").write_text("")
-        assert locations.writable_dir_problem("d", str(tmp_path / "f")) == f"d ({tmp_path / 'f'}) is not a directory"
-    finally:
-        for path in (os.path.join(base, "plans"), base):
-            os.rmdir(path)
+def test_a_directory_of_another_user_is_named_with_its_owner_and_mode(tmp_path, monkeypatch):
+    """Seen by a user who may not write it (the tests run as root, who may: the rights are the system's answer,
+    mocked here), the answer names the owner and the mode, not an errno."""
+    plans = tmp_path / "plans"
+    plans.mkdir(mode=0o700)
+    plans.chmod(0o700)
+    denied = {str(plans)}
+    real_access, real_stat = os.access, os.stat
+
+    def access(path, mode, *args, **kwargs):
+        return False if os.fspath(path) in denied else real_access(path, mode, *args, **kwargs)
+
+    def stat_(path, *args, **kwargs):
+        if os.fspath(path).startswith(str(plans) + "/"):
+            raise PermissionError(13, "Permission denied", path)
+        return real_stat(path, *args, **kwargs)
+
+    assert locations.writable_dir_problem("passthrough_plan_dir", str(plans)) is None      # root may
+    monkeypatch.setattr(os, "access", access)
+    monkeypatch.setattr(os, "stat", stat_)
+    monkeypatch.setattr(locations, "_me", lambda: "operator")
+    assert locations.writable_dir_problem("passthrough_plan_dir", str(plans)) == (
+        f"passthrough_plan_dir ({plans}) is not writable by operator: it is owned by root, mode 0700. Run as its "
+        "owner, give operator write access, or point passthrough_plan_dir at a directory of operator's")
+    assert locations.writable_dir_problem("passthrough_plan_dir", f"{plans}/new") == (
+        f"passthrough_plan_dir ({plans}/new) cannot be reached by operator: {plans} is owned by root, mode 0700")
+    assert locations.writable_dir_problem("d", str(tmp_path / "missing" / "x")) is None    # created when needed
+    (tmp_path / "f").write_text("")
+    assert locations.writable_dir_problem("d", str(tmp_path / "f")) == f"d ({tmp_path / 'f'}) is not a directory"
