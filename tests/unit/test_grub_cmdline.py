@@ -410,3 +410,19 @@ def test_rhel_arguments_only_in_the_bls_entries_are_refused_before_the_rewrite_d
     # An argument the plan removes anyway (iommu=off) is no reason to refuse: the rewrite is meant to drop it.
     entry.write_text(entry.read_text().replace(" console=ttyS1,115200", " iommu=off"))
     assert run_module(dict(root=str(root), family="RedHat", present=PLAN, absent=["iommu=off"], backup=False))["rc"] == 0
+
+
+def test_the_override_warning_comes_with_the_edit_not_on_every_run(tmp_path):
+    from ansible.module_utils.common import warnings  # pylint: disable=import-outside-toplevel
+
+    root = layout(tmp_path, "ubuntu2404-cloud")
+    first = run_module(dict(root=str(root), present=PLAN, absent=ABSENT, backup=False))
+    assert first["changed"] is True and "overrides it; the arguments went to the latter" in json.dumps(first["warnings"])
+    warnings._global_warnings.clear()  # pylint: disable=protected-access - each real module run is a new process
+    again = run_module(dict(root=str(root), present=PLAN, absent=ABSENT, backup=False))
+    assert again["changed"] is False and again["overridden"] == first["overridden"]
+    assert "overrides it" not in json.dumps(again.get("warnings", []))
+    # A drop-in that appends to the value ($NAME) does not override it: no warning at all.
+    operator = layout(tmp_path, "ubuntu2404-cloud-operator")
+    result = run_module(dict(root=str(operator), present=PLAN, absent=ABSENT, backup=False))
+    assert "/etc/default/grub.d/50-cloudimg-settings.cfg line" not in " ".join(result["overridden"])
