@@ -86,6 +86,29 @@ class _Tokens:
         self.unclosed = None     # (line, what) of a quote or substitution never closed
         self.heredoc = None      # line of the first here-document
 
+    def _skip_nested(self, char):
+        """Step over what starts at ``pos`` and is part of the current word whatever it holds - a backslash escape,
+        a quoted string, a ``$((...))``, ``$(...)`` or ``${...}``; True when something was stepped over."""
+        text = self.text
+        if char == "\\":
+            if text[self.pos + 1:self.pos + 2] == "\n":
+                self.line += 1
+            self.pos += 2
+        elif char in "'\"`":
+            self.pos += 1
+            self._skip_quoted(char, self.line)
+        elif text.startswith("$((", self.pos):
+            self.pos += 3
+            self._skip_group(")", self.line, "a $((...))")
+            if text[self.pos - 1:self.pos] == ")" and text[self.pos:self.pos + 1] == ")":
+                self.pos += 1
+        elif text.startswith("$(", self.pos) or text.startswith("${", self.pos):
+            self.pos += 2
+            self._skip_group(")" if text[self.pos - 1] == "(" else "}", self.line, "a $(...) or ${...}")
+        else:
+            return False
+        return True
+
     def _skip_group(self, close, start_line, what):
         """Skip to the matching ``close`` of a ``$(``, ``${`` or ``$((`` (quotes and nesting inside)."""
         depth, text = 1, self.text
@@ -93,18 +116,7 @@ class _Tokens:
             char = text[self.pos]
             if char == "\n":
                 self.line += 1
-            if char == "\\":
-                if text[self.pos + 1:self.pos + 2] == "\n":
-                    self.line += 1
-                self.pos += 2
-                continue
-            if char in "'\"`":
-                self.pos += 1
-                self._skip_quoted(char, self.line)
-                continue
-            if text.startswith("$(", self.pos) or text.startswith("${", self.pos):
-                self.pos += 2
-                self._skip_group(")" if text[self.pos - 1] == "(" else "}", self.line, what)
+            if self._skip_nested(char):
                 continue
             if char == close:
                 depth -= 1
@@ -172,24 +184,7 @@ class _Tokens:
                 continue
             if start is None:
                 start, start_line = self.pos, self.line
-            if char == "\\":
-                if text[self.pos + 1:self.pos + 2] == "\n":
-                    self.line += 1
-                self.pos += 2
-                continue
-            if char in "'\"`":
-                self.pos += 1
-                self._skip_quoted(char, self.line)
-                continue
-            if text.startswith("$((", self.pos):
-                self.pos += 3
-                self._skip_group(")", self.line, "a $((...))")
-                if self.pos <= len(text) and text[self.pos - 1:self.pos] == ")" and text[self.pos:self.pos + 1] == ")":
-                    self.pos += 1
-                continue
-            if text.startswith("$(", self.pos) or text.startswith("${", self.pos):
-                self.pos += 2
-                self._skip_group(")" if text[self.pos - 1] == "(" else "}", self.line, "a $(...) or ${...}")
+            if self._skip_nested(char):
                 continue
             if text.startswith("<<", self.pos) and self.heredoc is None:
                 self.heredoc = self.line
