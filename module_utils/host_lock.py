@@ -16,9 +16,11 @@ held file descriptor; it is a record whose owner is checked:
   is refused, naming the other run (who, where, since when) and the fix.
 
 A run releases its lock when it ends on the host (success or failure); a run that was killed leaves it behind, stale
-as soon as its process is gone. ``library/host_lock.py`` reads and writes the file on the host (under a short flock,
-so two runs cannot both take it); ``action_plugins/host_lock.py`` adds the identity and the liveness check, which
-only the control host can make.
+as soon as its process is gone. ``HOST_SCRIPT`` reads and writes the file on the host, under a flock of the lock's
+directory (so two runs cannot both take it; a flock dies with its process), writing through a temporary file and a
+rename; it is POSIX sh run over the connection as it is, with no module process (a module run costs a host about
+0.3 s of CPU, twice per run). ``action_plugins/host_lock.py`` runs it, adds the identity and the liveness check,
+which only the control host can make; ``library/host_lock.py`` documents the task.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ import json
 import os
 import socket
 
-__all__ = ["LockError", "identity", "process_start", "owner_alive", "describe", "load", "dump"]
+__all__ = ["LockError", "HOST_SCRIPT", "identity", "process_start", "owner_alive", "describe", "load", "dump",
+           "answer"]
 
 FIELDS = ("run", "controller", "user", "pid", "start_time", "boot_id", "machine_id")
 
@@ -107,3 +110,50 @@ def load(text, where):
 
 def dump(owner):
     return json.dumps(owner, indent=2, sort_keys=True) + "\n"
+
+
+# The host's side: sh -c HOST_SCRIPT host_lock LOCK STATE RUN TAKEOVER CHECK OWNER (the new owner record). It prints
+# a verdict - ACQUIRED (free, or ours already), TOOK_OVER (it named TAKEOVER), HELD (another run's), RELEASED, KEPT
+# (not ours to release), FREE (check mode, no lock) - then the record the lock held before. Records are compared by
+# their run id as dump() writes it ("run": "<id>").
+HOST_SCRIPT = r"""
+set -u
+lock=$1 state=$2 run=$3 takeover=$4 check=$5 owner=$6
+dir=${lock%/*}
+if [ ! -d "$dir" ]; then
+  if [ "$check" = 1 ]; then echo FREE; exit 0; fi
+  mkdir -p "$dir" || exit 3
+fi
+exec 9<"$dir" || exit 3
+flock 9 || exit 3
+current=""
+if [ -f "$lock" ]; then current=$(cat "$lock") || exit 3; fi
+names() { case "$1" in *"\"run\": \"$2\""*) return 0 ;; esac; return 1; }
+if [ "$state" = released ]; then
+  if [ -n "$current" ] && names "$current" "$run"; then
+    if [ "$check" != 1 ]; then rm -f "$lock" || exit 3; fi
+    echo RELEASED
+  else
+    echo KEPT
+  fi
+  exit 0
+fi
+if [ -z "$current" ] || names "$current" "$run"; then verdict=ACQUIRED
+elif [ -n "$takeover" ] && names "$current" "$takeover"; then verdict=TOOK_OVER
+else printf 'HELD\n%s\n' "$current"; exit 0
+fi
+if [ "$check" != 1 ] && { [ -z "$current" ] || ! names "$current" "$run"; }; then
+  tmp="$dir/.host_lock.$$"
+  printf '%s\n' "$owner" > "$tmp" && chmod 644 "$tmp" && mv -f "$tmp" "$lock" || { rm -f "$tmp"; exit 3; }
+fi
+printf '%s\n%s\n' "$verdict" "$current"
+"""
+
+
+def answer(stdout, where):
+    """``(verdict, record before or None)`` from HOST_SCRIPT's output; LockError for a record that is no lock."""
+    verdict, _, rest = (stdout or "").lstrip("\n").partition("\n")
+    verdict = verdict.strip()
+    if verdict not in ("ACQUIRED", "TOOK_OVER", "HELD", "RELEASED", "KEPT", "FREE"):
+        raise LockError(f"the lock {where} could not be read or written on the host: {stdout.strip() or 'no answer'}")
+    return verdict, (load(rest, where) if rest.strip() and verdict in ("TOOK_OVER", "HELD") else None)

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Kill a run of the host phase for real at a step boundary (test-only; never on a real host).
 
-A boundary is a moment after which a run may die: a file of the sandbox host renamed into place (each file the role
-writes, the state file, the lock), the lock removed, and each tool (the boot-config tool, the initramfs tool, the
+A boundary is a moment after which a run may die: a file of the sandbox host renamed into place by a module (each
+file the role writes, the state file), and each tool (the boot-config tool, the initramfs tool, the
 reboot) having done its work, before the run hears of it (killed as it starts, a tool has done nothing: the same
 as the boundary before it). Each has a key (``file:etc/default/grub``, ``state:[]->[boot_config]``,
-``lock:replace``, ``tool:update-grub:after``...). At every boundary the run appends the key to
+``tool:update-grub:after``...). At every boundary the run appends the key to
 ``$OGC_KILL_DIR/events.log``; the first time a key is met at all (it is not yet in ``killed.txt``), it is
 written there and the whole run - ansible-playbook and every process under it - is killed with SIGKILL, as a crash
 or an operator's kill -9 would. The next run goes on until the next boundary it has not died at, so a chain of runs dies
@@ -13,7 +13,7 @@ once at every boundary, and the last one runs to the end.
 
 Two ways in, no hook in the product:
 * file boundaries: ``sitecustomize.py`` in ``tests/helpers/kill_sitecustomize`` (on PYTHONPATH for the run) wraps
-  ``os.rename``/``os.replace``/``os.unlink`` in the module processes, for paths under ``$OGC_KILL_ROOT``;
+  ``os.rename``/``os.replace`` in the module processes, for paths under ``$OGC_KILL_ROOT``;
 * tool boundaries: this script as the tool command, ``kill_points.py NAME -- COMMAND...``: the tool (with
   ``OGC_KILL_TOOL`` set, so its own writes are not boundaries), then a boundary once it succeeded; its exit status
   otherwise.
@@ -26,7 +26,6 @@ import subprocess
 import sys
 
 STATE_NAME = "var/lib/open-gpu-cloud/passthrough_host.json"
-LOCK_NAME = "var/lib/open-gpu-cloud/passthrough_host.lock"
 
 
 def active():
@@ -122,18 +121,11 @@ def before_rename(src, dst):
     rel = _rel(dst)
     if rel is None:
         return None
-    if rel == LOCK_NAME:
-        return "lock:replace" if os.path.exists(dst) else "lock:new"
     if rel == STATE_NAME:
         old = open(dst, encoding="utf-8").read() if os.path.exists(dst) else ""
         new = open(src, encoding="utf-8").read() if os.path.exists(src) else ""
         return f"state:{_summary(old)}->{_summary(new)}"
     return "file:" + rel
-
-
-def before_unlink(path):
-    rel = _rel(path)
-    return "lock:release" if rel == LOCK_NAME else None
 
 
 def tool(argv):

@@ -1,5 +1,5 @@
-"""The host phase's lock: module_utils/host_lock.py (who owns it, is that run gone), library/host_lock.py (taken,
-released, taken over under a flock) and the action plugin's identity of a run. Two real runs at once are in
+"""The host phase's lock: module_utils/host_lock.py (who owns it, is that run gone, and HOST_SCRIPT: taken, released,
+taken over under a flock on the host) and the action plugin's identity of a run. Two real runs at once are in
 tests/integration/test_passthrough_host_runs.py."""
 
 import json
@@ -11,60 +11,64 @@ import sys
 import pytest
 
 from ansible.module_utils import host_lock as hl
-from ansible.module_utils.testing import patch_module_args
-from ogc_testlib import load_library_module, load_source
+from ogc_testlib import load_source
 
-module = load_library_module("host_lock")
 action = load_source("host_lock_action", "action_plugins/host_lock.py")
-LOCK = "/var/lib/open-gpu-cloud/passthrough_host.lock"
+LOCK = "var/lib/open-gpu-cloud/passthrough_host.lock"
 
 
-def run_module(capsys, args, check_mode=False):
-    args = dict(args, _ansible_check_mode=check_mode)
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            module.main()
-    return json.loads(capsys.readouterr().out)
+def host(tmp_path, state, run, takeover="", check=False):
+    """module_utils/host_lock.py's HOST_SCRIPT as the action plugin runs it on a host: (verdict, record before)."""
+    owner = hl.dump({"run": run, "controller": "ctl", "user": "op", "pid": 1, "start_time": 1, "boot_id": "b",
+                     "machine_id": "m", "since": "2026-11-24T06:00:00Z"})
+    done = subprocess.run(["sh", "-c", hl.HOST_SCRIPT, "host_lock", str(tmp_path / LOCK), state, run, takeover,
+                           "1" if check else "0", owner], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    return hl.answer(done.stdout, LOCK)
 
 
-def owner(run, **extra):
-    return dict({"run": run, "controller": "ctl", "user": "op", "pid": 1, "start_time": 1, "boot_id": "b",
-                 "machine_id": "m"}, **extra)
+def lock_file(tmp_path):
+    path = tmp_path / LOCK
+    return json.loads(path.read_text()) if path.exists() else None
 
 
-def test_taken_held_again_by_its_run_refused_to_another_released_only_by_its_own(capsys, tmp_path):
-    root = str(tmp_path)
-    first = run_module(capsys, {"root": root, "path": LOCK, "owner": owner("run-a")})
-    assert first["acquired"] is True and first["changed"] is False
-    record = json.loads((tmp_path / LOCK.lstrip("/")).read_text())
-    assert record["run"] == "run-a" and record["since"].endswith("Z")
-    assert run_module(capsys, {"root": root, "path": LOCK, "owner": owner("run-a")})["acquired"] is True
-    other = run_module(capsys, {"root": root, "path": LOCK, "owner": owner("run-b")})
-    assert other["acquired"] is False and other["held_by"]["run"] == "run-a"
-    assert run_module(capsys, {"root": root, "path": LOCK, "owner": owner("run-b"), "state": "released"})["released"] is False
-    assert (tmp_path / LOCK.lstrip("/")).exists()
-    taken = run_module(capsys, {"root": root, "path": LOCK, "owner": owner("run-b"), "takeover": "run-a"})
-    assert taken["acquired"] is True and taken["took_over"]["run"] == "run-a"
-    assert run_module(capsys, {"root": root, "path": LOCK, "owner": owner("run-c"), "takeover": "run-a"})["acquired"] is False
-    assert run_module(capsys, {"root": root, "path": LOCK, "owner": owner("run-b"), "state": "released"})["released"]
-    assert not (tmp_path / LOCK.lstrip("/")).exists() and not list((tmp_path / LOCK.lstrip("/")).parent.iterdir())
+def test_taken_held_again_by_its_run_refused_to_another_released_only_by_its_own(tmp_path):
+    assert host(tmp_path, "held", "run-a") == ("ACQUIRED", None)
+    assert lock_file(tmp_path)["run"] == "run-a" and lock_file(tmp_path)["since"].endswith("Z")
+    assert host(tmp_path, "held", "run-a")[0] == "ACQUIRED"                    # the same run: the waves' play
+    verdict, before = host(tmp_path, "held", "run-b")
+    assert verdict == "HELD" and before["run"] == "run-a" and lock_file(tmp_path)["run"] == "run-a"
+    assert host(tmp_path, "released", "run-b") == ("KEPT", None) and lock_file(tmp_path)["run"] == "run-a"
+    verdict, before = host(tmp_path, "held", "run-b", takeover="run-a")
+    assert verdict == "TOOK_OVER" and before["run"] == "run-a" and lock_file(tmp_path)["run"] == "run-b"
+    assert host(tmp_path, "held", "run-c", takeover="run-a")[0] == "HELD"     # not the stale one any more
+    assert host(tmp_path, "released", "run-b") == ("RELEASED", None)
+    assert lock_file(tmp_path) is None and not list((tmp_path / LOCK).parent.iterdir())
 
 
-def test_check_mode_takes_nothing_but_reports_the_holder(capsys, tmp_path):
-    assert run_module(capsys, {"root": str(tmp_path), "path": LOCK, "owner": owner("a")}, check_mode=True)["acquired"]
-    assert not (tmp_path / "var").exists()
-    run_module(capsys, {"root": str(tmp_path), "path": LOCK, "owner": owner("a")})
-    seen = run_module(capsys, {"root": str(tmp_path), "path": LOCK, "owner": owner("b")}, check_mode=True)
-    assert seen["acquired"] is False and seen["held_by"]["run"] == "a"
+def test_check_mode_takes_nothing_but_reports_the_holder(tmp_path):
+    assert host(tmp_path, "held", "a", check=True) == ("FREE", None) and not (tmp_path / "var").exists()
+    host(tmp_path, "held", "a")
+    verdict, before = host(tmp_path, "held", "b", check=True)
+    assert verdict == "HELD" and before["run"] == "a"
+    assert host(tmp_path, "released", "a", check=True)[0] == "RELEASED" and lock_file(tmp_path)["run"] == "a"
 
 
-def test_a_foreign_or_relative_lock_is_refused_by_name(capsys, tmp_path):
-    (tmp_path / "var/lib/open-gpu-cloud").mkdir(parents=True)
-    (tmp_path / LOCK.lstrip("/")).write_text("[]")
-    result = run_module(capsys, {"root": str(tmp_path), "path": LOCK, "owner": owner("a")})
-    assert result["failed"] is True and result["msg"].startswith(f"{LOCK} is not a passthrough_host lock")
-    result = run_module(capsys, {"root": str(tmp_path), "path": "lock", "owner": owner("a")})
-    assert "path (passthrough_host_lock_file) 'lock' is not an absolute path" in result["msg"]
+def test_two_runs_taking_a_free_lock_at_once_cannot_both_have_it(tmp_path):
+    runs = [subprocess.Popen(["sh", "-c", hl.HOST_SCRIPT, "host_lock", str(tmp_path / LOCK), "held", f"run-{i}", "",
+                              "0", hl.dump({"run": f"run-{i}"})], stdout=subprocess.PIPE, text=True)
+            for i in range(8)]
+    verdicts = [hl.answer(proc.communicate(timeout=60)[0], LOCK)[0] for proc in runs]
+    assert verdicts.count("ACQUIRED") == 1 and verdicts.count("HELD") == 7
+
+
+def test_a_foreign_lock_is_refused_by_name(tmp_path):
+    (tmp_path / LOCK).parent.mkdir(parents=True)
+    (tmp_path / LOCK).write_text("[]")
+    with pytest.raises(hl.LockError, match=f"^{LOCK} is not a passthrough_host lock"):
+        host(tmp_path, "held", "a")
+    with pytest.raises(hl.LockError, match="could not be read or written on the host: sh: 1: cannot create"):
+        hl.answer("sh: 1: cannot create /x: Permission denied", "/x")
 
 
 def test_a_run_is_alive_while_its_process_runs_on_this_control_host():
