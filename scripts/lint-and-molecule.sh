@@ -42,15 +42,16 @@ run "yamllint" yamllint --strict .
 run "ansible-lint (profile production)" ansible-lint --offline
 run "molecule (every other scenario)" molecule test --all --exclude host_server
 
-printf '\n==> molecule host_server (the real server, started with the lane)\n'
+server_step="molecule host_server"
+printf '\n==> %s (the real server, started with the lane)\n' "$server_step"
 if wait "$server_pid"; then server_rc=0; else server_rc=$?; fi
 trap - INT TERM
 cat "$server_log"
 if [ "$server_rc" -eq 0 ]; then
-  printf '(molecule host_server: %d s, passed)\n' "$((SECONDS - server_started))"
+  printf '(%s: %d s, passed)\n' "$server_step" "$((SECONDS - server_started))"
 else
-  printf '(molecule host_server: %d s, FAILED)\n' "$((SECONDS - server_started))"
-  failed+=("molecule host_server")
+  printf '(%s: %d s, FAILED)\n' "$server_step" "$((SECONDS - server_started))"
+  failed+=("$server_step")
 fi
 
 if [ "${#failed[@]}" -gt 0 ]; then
