@@ -84,7 +84,9 @@ def recorded(rep: dict) -> dict:
 
 
 def plan() -> dict:
-    return json.loads((PLANS / f"{HOST}.json").read_text())
+    """The server's plan as playbooks/plan.yml (or host.yml's plan after the reboot) stored it: the plan file's
+    ``plan`` (beside the facts it was made from)."""
+    return json.loads((PLANS / f"{HOST}.json").read_text())["plan"]
 
 
 def kept(name: str) -> dict:
