@@ -111,7 +111,7 @@ def test_scripts_pass_shellcheck():
     assert shutil.which("shellcheck"), "shellcheck is not installed: run scripts/setup-system.sh (Debian package shellcheck)"
     scripts = [os.path.join(root, name) for root, _dirs, files in os.walk(ELEMENTS) for name in files
                if os.path.basename(root) in ("pre-install.d", "install.d", "post-install.d", "environment.d")]
-    assert len(scripts) == 8
+    assert len(scripts) == 9
     proc = subprocess.run(["shellcheck", "-s", "bash", *scripts], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout
 
