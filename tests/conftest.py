@@ -81,6 +81,7 @@ SHARED_FIXTURE_GROUPS = ("compute_cloud", "testcloud")
 SLOWEST_FIRST = (
     "tests/integration/test_site_end_to_end.py",
     "compute_cloud",
+    "tests/integration/ops/test_gpu_image.py",
     "tests/integration/realkernel/test_realkernel_scenario.py",
     "tests/integration/test_fleet_waves.py",
     "tests/integration/test_passthrough_host_faults.py",

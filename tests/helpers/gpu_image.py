@@ -310,7 +310,7 @@ def ensure(run_id: str | None = None) -> Build:
 GUEST_REPORT = os.path.join(ROOT, "tests", "helpers", "gpu-image-guest-report.sh")
 BOOT_TIMEOUT = float(os.environ.get("OGC_GPU_IMAGE_BOOT_TIMEOUT", "1200"))
 MAC = "fa:16:3e:00:00:01"  # Nova's prefix
-REPORT_LINE = re.compile(r"^OGC-REPORT (\S+) (\d+) (\S*)\s*$", re.M)
+REPORT_LINE = re.compile(r"^OGC-REPORT (\S+) (\d+) ([\d.]+) ([\d.]+) (\S*)\s*$", re.M)
 
 
 def config_drive(directory: str, user_data: str) -> str:
@@ -420,12 +420,13 @@ def boot(image: str, workdir: str, machine: str = "q35", smp: int = 1, memory_mb
     with open(report, encoding="ascii", errors="replace") as handle:
         text = handle.read()
     facts = {}
-    for name, status_text, data in REPORT_LINE.findall(text):
+    for name, status_text, started_s, ended_s, data in REPORT_LINE.findall(text):
         try:
             output = base64.b64decode(data).decode("utf-8", "replace")
         except (binascii.Error, ValueError):
             output = f"(undecodable: {data[:80]})"
-        facts[name] = {"rc": int(status_text), "output": output}
+        facts[name] = {"rc": int(status_text), "output": output, "uptime_s": float(started_s),
+                       "took_s": round(float(ended_s) - float(started_s), 1)}
     if proc.returncode != 0 or "OGC-REPORT-END" not in text:
         raise ImageBuildError(f"qemu exited {proc.returncode} after {wall:.0f} s; the guest reported "
                               f"{sorted(facts) or 'nothing'}; console tail:\n{_tail(console)}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -154,11 +155,28 @@ def test_docker_mtu_and_the_machine_type(booted, built):
 def test_the_network_ssh_and_the_root_disk(booted):
     addresses = fact(booted, "addresses")["output"]
     assert "10.0.2.15/" in addresses, addresses  # qemu's DHCP, configured by cloud-init from network_data.json
-    assert "nameserver 10.0.2.3" in fact(booted, "resolv-conf")["output"]  # qemu's DNS, from DHCP
+    # The image carries no resolver of the build host's: the server's DNS is what its DHCP lease offered (qemu's
+    # restricted network offers none, so it stays empty here).
+    guest = [line.split()[1] for line in fact(booted, "resolv-conf")["output"].splitlines()
+             if line.startswith("nameserver ")]
+    offered = re.findall(r"option domain-name-servers ([^;]+);", fact(booted, "dhcp-leases")["output"])
+    assert guest == [server.strip() for servers in offered[-1:] for server in servers.split(",")], (guest, offered)
+    with open("/etc/resolv.conf", encoding="utf-8") as handle:
+        host = {line.split()[1] for line in handle if line.startswith("nameserver ")}
+    assert not host & set(guest), (host, guest)
     # cloud-init's growpart grew the root file system to the (20 GiB) disk the server got
     assert int(fact(booted, "root-size")["output"].split()[-1]) > 15 * 2**30, fact(booted, "root-size")
     assert fact(booted, "sshd")["output"].strip() == "active"
     assert booted["ssh_banner"].startswith("SSH-2.0-OpenSSH"), booted["ssh_banner"]
+
+
+def test_only_the_driver_without_a_gpu_fails_at_boot(booted):
+    """Debian's driver loads nvidia-drm at boot (systemd-modules-load); with no GPU that is the one failed unit."""
+    failed = [line.split()[0] for line in fact(booted, "failed-units")["output"].splitlines() if line.strip()]
+    assert failed in ([], ["systemd-modules-load.service"]), fact(booted, "failed-units")
+    if failed:
+        journal = fact(booted, "modules-load-journal")["output"]
+        assert "could not insert 'nvidia_current': No such device" in journal, journal
 
 
 # ---- helpers reading the declaration ----
@@ -187,8 +205,8 @@ def run_role(tmp_path, images, **variables):
 
 
 def image_like(**changes):
-    image = dict(gpu_image.declared_image(), **changes)
-    return image
+    """The image the build uses (the demo's, with this machine's Debian mirrors), changed."""
+    return dict(gpu_image.build_vars()["image_builds"][0], **changes)
 
 
 def test_an_unpinned_driver_or_a_pin_of_another_branch_is_refused(tmp_path):
