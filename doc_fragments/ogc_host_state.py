@@ -12,8 +12,11 @@ options:
   state_file:
     description:
       - The passthrough_host state file, as on the host (absolute; role variable C(passthrough_host_state_file)).
-        When set, the module also reads it, read-only, and returns it as RV(host_state), so the play learns the
-        steps an earlier run left pending without a separate module run. Empty - not read.
+        When set, the module also reads it and returns it as read as RV(host_state), so the play learns the steps
+        an earlier run left pending without a separate module run. Empty - not read.
+      - When the module is about to write files whose change needs a follow-up step (C(boot_config),
+        C(initramfs)), it marks the step pending there first, durably (write-ahead), so a run killed after any
+        write leaves it for the next run; check mode writes nothing.
       - A state file that is not a passthrough_host state is refused before anything is written.
     type: str
     default: ''

@@ -179,8 +179,18 @@ def fleet_report(plan_files, health=None):
     }
 
 
+def md_cell(value):
+    """Text that stays text in the Markdown report: ``&``, ``<`` and ``>`` as HTML entities (a name holding
+    ``<script>`` or an ``<img>`` is shown, never rendered), a backslash and ``|`` escaped (a ``|`` would end a
+    table cell), line breaks as spaces."""
+    text = str(value)
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = text.replace("\\", "\\\\").replace("|", "\\|")
+    return " ".join(text.splitlines())
+
+
 class FilterModule:
     """Fleet report filters."""
 
     def filters(self):
-        return {"fleet_report": fleet_report}
+        return {"fleet_report": fleet_report, "fleet_report_md": md_cell}

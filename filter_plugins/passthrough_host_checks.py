@@ -22,18 +22,22 @@ if _MODULE_UTILS not in ansible.module_utils.__path__:
     ansible.module_utils.__path__.append(_MODULE_UTILS)
 
 from ansible.module_utils import kernel_cmdline  # noqa: E402  pylint: disable=wrong-import-position
+from ansible.module_utils import locations  # noqa: E402  pylint: disable=wrong-import-position
 
-# The path variables a host's root is put in front of (an empty boot-config output means "none").
+# The path variables a host's root is put in front of; those of OPTIONAL_PATH_VARS may be empty (the boot-config
+# output: the family's own).
 PATH_VARS = (
     "passthrough_host_grub_path",
     "passthrough_host_grub_dropin_dir",
     "passthrough_host_state_file",
+    "passthrough_host_lock_file",
     "passthrough_host_modprobe_file",
     "passthrough_host_blacklist_file",
     "passthrough_host_modules_load_file",
     "passthrough_host_bind_script",
     "passthrough_host_boot_config_output",
 )
+OPTIONAL_PATH_VARS = ("passthrough_host_boot_config_output",)
 COMMAND_VARS = ("passthrough_host_boot_config_command", "passthrough_host_initramfs_command",
                 "passthrough_host_reboot_command")
 GRUB_VARIABLES = ("", "GRUB_CMDLINE_LINUX", "GRUB_CMDLINE_LINUX_DEFAULT")
@@ -80,15 +84,8 @@ def var_errors(values, host, family="", supported=("Debian", "RedHat")):
             "GRUB_CMDLINE_LINUX_DEFAULT, passthrough_host_reboot_timeout a positive number of seconds, and the "
             "*_command variables lists of arguments (e.g. [update-grub]), not strings.")
 
-    relative = []
-    for name in PATH_VARS:
-        if name not in values:
-            continue
-        value = values[name]
-        if name == "passthrough_host_boot_config_output" and not value:
-            continue
-        if not isinstance(value, str) or not value.startswith("/"):
-            relative.append(f"{name} ({_text(value)})")
+    relative = [f"{name} ({_text(values[name])})" for name in PATH_VARS
+                if name in values and locations.path_problem(name, values[name], allow_empty=name in OPTIONAL_PATH_VARS)]
     if relative:
         errors.append(
             f"{host}: {' '.join(relative)} is not an absolute path. Give every passthrough_host_* path as it is on "
@@ -101,12 +98,20 @@ def var_errors(values, host, family="", supported=("Debian", "RedHat")):
             "grub2-mkconfig/dracut) the host has.")
 
     bmc = _text(values.get("passthrough_host_bmc_address"))
+    if bmc and locations.bmc_address(bmc)[1]:
+        errors.append(f"{host}: {locations.bmc_address(bmc)[1]}.")
     if bmc and not (_text(values.get("passthrough_host_bmc_username")) and
                     _text(values.get("passthrough_host_bmc_password"))):
         errors.append(
             f"{host}: passthrough_host_bmc_address is set ({bmc}) but passthrough_host_bmc_username or "
             "passthrough_host_bmc_password is empty: put both in the host's vaulted variables, or unset "
             "passthrough_host_bmc_address to skip the firmware phase.")
+
+    clouds_yaml = locations.path_problem("passthrough_host_drain_clouds_yaml",
+                                         values.get("passthrough_host_drain_clouds_yaml", ""), allow_empty=True)
+    if clouds_yaml:
+        errors.append(f"{host}: {clouds_yaml}; it names clouds.yaml on the control host, or leave it empty for "
+                      "openstacksdk's search path.")
 
     if _text(values.get("passthrough_host_drain_cloud")):
         timeout = values.get("passthrough_host_drain_timeout")

@@ -40,6 +40,7 @@ if _MODULE_UTILS not in ansible.module_utils.__path__:
 from ansible.module_utils.pci_alias import alias_from_model_name, alias_name_error  # noqa: E402  pylint: disable=wrong-import-position
 from ansible.module_utils.pci_ids import marketing_name  # noqa: E402  pylint: disable=wrong-import-position
 from ansible.module_utils import kernel_cmdline  # noqa: E402  pylint: disable=wrong-import-position
+from ansible.module_utils import locations  # noqa: E402  pylint: disable=wrong-import-position
 from ansible.module_utils import pci_address  # noqa: E402  pylint: disable=wrong-import-position
 from ansible.module_utils import passthrough_rules as rules  # noqa: E402  pylint: disable=wrong-import-position
 from ansible.module_utils import passthrough_verify  # noqa: E402  pylint: disable=wrong-import-position
@@ -236,7 +237,11 @@ def _check_policy(policy, by_addr, host):
         raise _err(host, f"unknown passthrough_policy key(s) {', '.join(unknown)}; known keys: {', '.join(POLICY_KEYS)}")
     flags = {key: _policy_bool(policy, key, host) for key in POLICY_BOOLEANS}
 
-    vendors = policy.get("vendors") or list(DEFAULT_VENDORS)
+    vendors = policy.get("vendors", list(DEFAULT_VENDORS))
+    if vendors is None or vendors == []:
+        raise _err(host, "passthrough_policy.vendors is empty: no GPU vendor would be considered (an empty list does "
+                         "not mean the default vendors). Remove the key for the default (NVIDIA 10de and AMD 1002), or "
+                         "list the vendor ids, e.g. ['10de']")
     if not isinstance(vendors, list):
         raise _err(host, "passthrough_policy.vendors must be a list of 4-hex-digit vendor ids, e.g. ['10de']")
     vendors_out = []
@@ -780,12 +785,18 @@ def plan_load(text, plan_dir, host, policy):
     """
     if not isinstance(host, str) or not host:
         raise AnsibleFilterError(f"passthrough_plan_load: the host must be an inventory name, got {host!r}")
+    problem = locations.host_name_problem(host)
+    if problem:
+        raise AnsibleFilterError(f"passthrough_plan_load: {problem}")
     fix = f"run: {plan_fix(host)}"
     if not isinstance(plan_dir, str) or not plan_dir:
         raise AnsibleFilterError(
             f"passthrough_plan_load: host {host}: passthrough_plan_dir is not set, so it has no plan file: set "
             f"passthrough_plan_dir (an absolute directory on the control host, e.g. /var/lib/open-gpu-cloud/plans) "
             f"in inventory/<env>/group_vars, then {fix}")
+    problem = locations.path_problem("passthrough_plan_dir", plan_dir)
+    if problem:
+        raise AnsibleFilterError(f"passthrough_plan_load: host {host}: {problem}; {fix} with it absolute")
     path = f"{plan_dir.rstrip('/')}/{host}.json"
     if text is None:
         raise AnsibleFilterError(f"passthrough_plan_load: host {host}: no plan file {path}: the plan phase has not "

@@ -18,6 +18,13 @@ description:
   - Also computes, from the GRUB files (O(grub_path) and, Debian family, the drop-ins of O(dropin_dir)),
     the arguments grub-mkconfig should have written, so a mismatch can be explained - which file set
     which variable, and what overrides them.
+  - When they lack the plan, RV(diagnosis) names the cause and its fix (RV(cause)) - the tool's run did not
+    complete (O(state_file) says so), the files themselves lack the arguments, the files give them but the tool
+    has not run on them since they changed, or the tool ran on them and something outside the files overrides
+    them.
+  - Signs of another boot mechanism than GRUB's defaults (systemd-boot, unified kernel images, kernel-install's
+    C(/etc/kernel/cmdline) on the Debian family) are a problem of their own (O(boot_loader)).
+  - Credentials on the lines read (module_utils/redact.py) are masked in the result.
   - Never writes anything.
 options:
   absent:
@@ -25,6 +32,11 @@ options:
     type: list
     elements: str
     default: []
+  boot_loader:
+    description: C(auto) reports signs of another boot mechanism than GRUB's defaults; C(grub) says GRUB boots the host.
+    type: str
+    choices: [auto, grub]
+    default: auto
   dropin_dir:
     description: The GRUB drop-in directory (Debian family). Absolute.
     type: str
@@ -53,6 +65,14 @@ options:
     description: Directory the host's files are under; C(/) on a real host.
     type: str
     default: /
+  state_file:
+    description: The passthrough_host state file (absolute), read to tell the causes apart; empty - not read.
+    type: str
+    default: ''
+  tool:
+    description: The boot-config command, as the diagnosis names it.
+    type: str
+    default: the boot-config tool
 attributes:
   check_mode:
     support: full
@@ -103,49 +123,40 @@ sources:
   description: For each command-line variable, the file and line of its last assignment (or none).
   returned: success
   type: dict
+cause:
+  description: When RV(problems) is not empty, its cause - C(boot_mechanism), C(tool_pending), C(files), C(tool_not_run)
+    or C(override); else empty.
+  returned: success
+  type: str
 diagnosis:
-  description: When RV(problems) is not empty, what is wrong and which file overrides what, in words.
+  description: When RV(problems) is not empty, what is wrong, why, and the fix, in words.
   returned: success
   type: str
 """
-
-import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 from ansible.module_utils import boot_config as bc
 from ansible.module_utils import boot_files as bf
+from ansible.module_utils import host_state as hs
+from ansible.module_utils import redact
 
 
-def read_entries(root, family, output):
-    """[(where, args)] of the generated configuration."""
-    _target, real = bf.resolve(root, output)
-    if os.path.isdir(real):
-        entries = []
-        for name in sorted(os.listdir(real)):
-            if not name.endswith(".conf"):
-                continue
-            shown = output.rstrip("/") + "/" + name
-            fields = bc.bls_entry(bf.read_text(os.path.join(real, name), shown), shown)
-            if "-rescue-" in fields.get("linux", "") or fields.get("version", "").startswith("0-rescue"):
-                continue
-            entries.append((shown, fields["options"]))
-        if not entries:
-            raise bf.BootFilesError(f"{output} has no kernel entry: the boot-config tool generated nothing to boot")
-        return entries
-    if not os.path.exists(real):
-        raise bf.BootFilesError("%s does not exist: the boot-config tool did not generate it (set "
-                                "passthrough_host_boot_config_output to what it writes)" % output)
-    return [(output + " default entry", bc.grub_cfg_default_args(bf.read_text(real, output), output))]
-
-
-def run(params):
+def run(params, state=None):
+    """The generated entries checked against the plan; ``state`` is the host state (or None: not kept)."""
     family = params["family"]
     output = params["output"] or bc.FAMILIES[family][2]
     root = params["root"]
     bf.host_path(root, output, "output (passthrough_host_boot_config_output)")
-    result = dict(output=output)
-    entries = read_entries(root, family, output)
+    result = dict(output=output, cause="")
+    others = bf.other_boot_mechanisms(root, family) if params["boot_loader"] == "auto" else []
+    if others:
+        result.update(entries=[], problems=others, expected=[], sources={}, cause="boot_mechanism", diagnosis=(
+            "this host does not boot through GRUB's defaults: %s. What GRUB generates is not what the next boot "
+            "gets, so the host is not rebooted. Give the kernel the planned arguments through that mechanism "
+            "yourself, or set passthrough_host_boot_loader: grub if GRUB does boot it" % "; ".join(others)))
+        return result
+    entries = bf.read_entries(root, family, output)
     try:
         sourced = bf.sourced_files(root, family, params["grub_path"], params["dropin_dir"])
     except FileNotFoundError:
@@ -160,17 +171,8 @@ def run(params):
     result.update(entries=[dict(where=w, args=a) for w, a in entries], problems=problems,
                   expected=expected, sources=sources, diagnosis="")
     if problems:
-        from_files = bc.readback_problems([("x", expected)], params["present"], params["absent"])
-        where = ", ".join(f"{name} from {sources[name]}" for name in bc.CMDLINE_VARIABLES)
-        if from_files:
-            why = f"the GRUB files themselves do not give them ({where}: {' '.join(expected) or 'nothing'})"
-        else:
-            why = ("the GRUB files do give them (%s: %s), so something overrides the files: a script in "
-                   "/etc/grub.d, GRUB_DEFAULT choosing another entry, or the tool writing another file than %s"
-                   % (where, " ".join(expected), output))
-        result["diagnosis"] = ("the boot configuration the tool generated does not carry the planned arguments: %s. "
-                               "%s. A reboot would not apply the plan, so the host is not rebooted"
-                               % ("; ".join(problems), why[0].upper() + why[1:]))
+        result["cause"], result["diagnosis"] = bc.diagnose(problems, expected, sources, params["present"],
+                                                           params["absent"], output, state, params["tool"])
     return result
 
 
@@ -178,20 +180,26 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             absent=dict(type="list", elements="str", default=[]),
+            boot_loader=dict(type="str", choices=["auto", "grub"], default="auto"),
             dropin_dir=dict(type="str", default="/etc/default/grub.d"),
             family=dict(type="str", choices=["Debian", "RedHat"], default="Debian"),
             grub_path=dict(type="str", default="/etc/default/grub"),
             output=dict(type="str", default=""),
             present=dict(type="list", elements="str", default=[]),
             root=dict(type="str", default="/"),
+            state_file=dict(type="str", default=""),
+            tool=dict(type="str", default="the boot-config tool"),
         ),
         supports_check_mode=True,
     )
+    params = module.params
     try:
-        result = run(module.params)
-    except (bf.BootFilesError, bc.BootConfigError) as exc:
-        module.fail_json(msg=to_native(exc), changed=False)
-    module.exit_json(changed=False, **result)
+        state = hs.read(params["root"], params["state_file"])[0] if params["state_file"] else None
+        result = run(params, state)
+    except (bf.BootFilesError, bc.BootConfigError, hs.StateError) as exc:
+        module.fail_json(msg=redact.redact(to_native(exc)), changed=False)
+    # What is printed and passed on (a reboot record's fingerprint too) has the credentials masked.
+    module.exit_json(changed=False, **redact.redact_all(result))
 
 
 if __name__ == "__main__":

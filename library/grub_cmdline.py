@@ -21,12 +21,25 @@ description:
     names, list and option keys, last one wins) is the kernel_cmdline model's.
   - Every other argument, the quoting style, comments and every other line are kept. A symlinked file
     is edited at its target (the link stays a link).
-  - A line the editor cannot model (C($(...)), backquotes, adjacent quoting such as C("quiet "'splash'),
-    a line continuation, a conditional use of the variable) is refused with the file and line number,
-    and nothing is written.
+  - A construct whose effect on the command-line variables the editor cannot prove is refused with the file,
+    the line and its text, and nothing is written - in an assignment (C($(...)), backquotes, adjacent quoting
+    such as C("quiet "'splash'), a line continuation), or around it (another file sourced with C(.) or
+    C(source), an assignment inside C(if)/C(case)/a loop/a function or an C(&&) list, C(eval), a use of the
+    variable by a command). Other variables' assignments and commands are left to the shell
+    (module_utils/shell_scan.py).
+  - A host that boots through something else than GRUB's defaults (systemd-boot, unified kernel images,
+    kernel-install's C(/etc/kernel/cmdline) on the Debian family) is refused, naming the signs found, before
+    anything is written (O(boot_loader)).
+  - Says in RV(needs) whether the boot-config tool must run - the files change, an earlier run of it did not
+    complete (the state file), or what it generated lacks the arguments the files give and it has not run on
+    these files (a file edited by hand). On the RHEL family, arguments that boot entries have on their own and
+    C(grub2-mkconfig --update-bls-cmdline) would drop are refused first.
+  - With O(state_file), the tool's step is marked pending in the state file, durably, before the first file
+    is written (write-ahead): a run killed after any write leaves it for the next run.
   - Files are written through a temporary file and an atomic rename, after an optional backup. It does
-    not regenerate the boot configuration; run C(update-grub) or C(grub2-mkconfig) when it says
-    C(changed), then check the result with the boot_entries module.
+    not regenerate the boot configuration; run C(update-grub) or C(grub2-mkconfig) when RV(needs) says
+    C(boot_config), then check the result with the boot_entries module.
+  - Credentials on the kernel lines (module_utils/redact.py) are masked in every result and message.
 options:
   absent:
     description:
@@ -39,6 +52,13 @@ options:
     description: Keep a timestamped copy of each file before changing it (returned in RV(backups)).
     type: bool
     default: true
+  boot_loader:
+    description:
+      - C(auto) refuses a host with signs of another boot mechanism than GRUB's defaults; C(grub) says GRUB boots
+        this host whatever is found (signs left over from an earlier installation).
+    type: str
+    choices: [auto, grub]
+    default: auto
   dropin_dir:
     description: The drop-in directory grub-mkconfig sources after O(path) (Debian family only). Absolute.
     type: str
@@ -48,6 +68,13 @@ options:
     type: str
     choices: [Debian, RedHat]
     default: Debian
+  output:
+    description:
+      - What the boot-config tool generates (as the boot_entries module's O(boot_entries#module:output)), read to
+        tell whether it is older than the files. Empty - C(/boot/grub/grub.cfg) (Debian family) or the BLS
+        directory C(/boot/loader/entries) (RHEL family).
+    type: str
+    default: ''
   path:
     description: The GRUB defaults file as on the host (absolute), below O(root).
     type: str
@@ -131,8 +158,24 @@ target:
   returned: success
   type: str
   sample: /etc/default/grub.d/50-cloudimg-settings.cfg line 11
+needs:
+  description: C([boot_config]) when the boot-config tool must run (RV(why)), else empty.
+  returned: success
+  type: list
+  elements: str
+why:
+  description: Why the boot-config tool must run, in words (empty when it need not).
+  returned: success
+  type: str
+  sample: the GRUB files change
+files_fingerprint:
+  description: The fingerprint of the arguments the files give after the edit (RV(after)); the state file records it
+    when the tool succeeded (host_state O(host_state#module:generated_from)).
+  returned: success
+  type: str
 overridden:
-  description: Earlier assignments of RV(variable) that the target overrides (they have no effect).
+  description: Earlier assignments of RV(variable) that a later one replaces without taking their value in (an
+    assignment C(NAME="$NAME ...") appends, it does not override); warned about when the arguments are placed.
   returned: success
   type: list
   elements: str
@@ -188,16 +231,58 @@ from ansible.module_utils.common.text.converters import to_bytes, to_native
 from ansible.module_utils import boot_config as bc
 from ansible.module_utils import boot_files as bf
 from ansible.module_utils import host_state as hs
+from ansible.module_utils import redact
 
 
-def run(params):
-    """Plan the edit of the host's GRUB files. Returns (result, writes: [(real path, new text)])."""
+def _refuse_other_boot_mechanism(root, family, params):
+    """Refuse, before anything is written, a host that boots through something else than GRUB's defaults."""
+    found = bf.other_boot_mechanisms(root, family)
+    if not found:
+        return
+    raise bf.BootFilesError(
+        "this host does not boot through GRUB's defaults: %s. The GRUB files this role edits would not reach the "
+        "kernel, and a reboot would not apply the plan, so nothing was written. Give the kernel the planned "
+        "arguments through that mechanism yourself (%s%s; e.g. in /etc/kernel/cmdline, then kernel-install add for "
+        "each kernel, or rebuild the unified kernel images), reboot, and run this play again; if GRUB does boot this "
+        "host and the signs are left over, set passthrough_host_boot_loader: grub (module option boot_loader)"
+        % ("; ".join(found), " ".join(params["present"]) or "nothing to add",
+           "; without " + " ".join(params["absent"]) if params["absent"] else ""))
+
+
+def _tool_needed(root, family, params, state, writes, after):
+    """Whether the boot-config tool must run, and why: the files change, an earlier run of it did not complete,
+    or what it generated lacks the plan although the files give it and it has not run on these files."""
+    if writes:
+        return "the GRUB files change"
+    if state is None:
+        return None
+    if "boot_config" in state["pending"]:
+        return "an earlier run of it did not complete"
+    if state.get("generated_from") == bc.inputs_fingerprint(after):
+        return None  # it ran on these very files: its output is what it is (the reboot guard says why)
+    output = params["output"] or bc.FAMILIES[family][2]
+    try:
+        lacks = bc.readback_problems(bf.read_entries(root, family, output), params["present"], params["absent"])
+    except (bf.BootFilesError, bc.BootConfigError):
+        lacks = [f"{output} cannot be read"]
+    if lacks:
+        return "what it generated lacks the arguments the GRUB files give (it has not run since they changed)"
+    return None
+
+
+def run(params, state=None):
+    """Plan the edit of the host's GRUB files. Returns (result, writes: [(real path, new text)]). ``state`` is the
+    host state (module_utils/host_state.py) or None when no state file is kept."""
     family = params["family"]
     variable = params["variable"] or bc.default_variable(family)
     root = params["root"]
     result = dict(path=params["path"], variable=variable)
     bf.host_path(root, params["path"], "path (passthrough_host_grub_path)")
     bf.host_path(root, params["dropin_dir"], "dropin_dir (passthrough_host_grub_dropin_dir)")
+    if params["output"]:
+        bf.host_path(root, params["output"], "output (passthrough_host_boot_config_output)")
+    if params["boot_loader"] == "auto":
+        _refuse_other_boot_mechanism(root, family, params)
     try:
         sourced = bf.sourced_files(root, family, params["path"], params["dropin_dir"])
     except FileNotFoundError:
@@ -216,16 +301,40 @@ def run(params):
         raise bf.BootFilesError(msg) from None
     real_of = {shown: (target, real) for shown, target, real, _ in sourced}
     writes = [(real_of[shown][1], shown, text) for shown, text in plan["texts"].items()]
+    why = _tool_needed(root, family, params, state, writes, plan["after"])
+    if why and family == "RedHat":
+        output = params["output"] or bc.FAMILIES[family][2]
+        dropped = bc.bls_dropped(bf.read_bls_entries(root, output), plan["after"], params["present"],
+                                 params["absent"])
+        if dropped:
+            raise bf.BootFilesError(
+                "grub2-mkconfig --update-bls-cmdline would drop arguments that boot entries have on their own: %s. "
+                "The tool rewrites every entry's options from GRUB_CMDLINE_LINUX, and these are not in it (added to "
+                "the entries alone, e.g. with grubby --update-kernel=<kernel> --args). Nothing was written. Add them "
+                "to GRUB_CMDLINE_LINUX in %s to keep them for every kernel, or remove them from the entries (grubby "
+                "--update-kernel=ALL --remove-args=\"...\"), then run this play again"
+                % ("; ".join("%s has %s" % (where, " ".join(args)) for where, args in dropped), params["path"]))
     result.update(
         target=plan["target"], overridden=plan["overridden"], sourced=[s for s, _ in files],
         before=plan["before"], after=plan["after"], changes=plan["changes"],
         added=[a for a in plan["after"] if a not in plan["before"]],
         removed=[a for a in plan["before"] if a not in plan["after"]],
         files=[real_of[shown][0] for shown in plan["texts"]],
+        needs=["boot_config"] if why else [], why=why or "",
+        files_fingerprint=bc.inputs_fingerprint(plan["after"]),
     )
     result["diff"] = [dict(before=dict(files)[shown], after=text, before_header=shown, after_header=shown)
                       for shown, text in plan["texts"].items()]
     return result, writes
+
+
+def _shown(result):
+    """The result as it may be printed: credentials on the kernel lines masked (module_utils/redact.py)."""
+    out = dict(result)
+    for key in ("before", "after", "added", "removed", "changes", "diff"):
+        if key in out:
+            out[key] = redact.redact_all(out[key])
+    return out
 
 
 def main():
@@ -233,8 +342,10 @@ def main():
         argument_spec=dict(
             absent=dict(type="list", elements="str", default=[]),
             backup=dict(type="bool", default=True),
+            boot_loader=dict(type="str", choices=["auto", "grub"], default="auto"),
             dropin_dir=dict(type="str", default="/etc/default/grub.d"),
             family=dict(type="str", choices=["Debian", "RedHat"], default="Debian"),
+            output=dict(type="str", default=""),
             path=dict(type="str", default="/etc/default/grub"),
             present=dict(type="list", elements="str", default=[]),
             root=dict(type="str", default="/"),
@@ -246,18 +357,26 @@ def main():
     params = module.params
     try:
         state = hs.read(params["root"], params["state_file"])[0] if params["state_file"] else None
-        result, writes = run(params)
+        result, writes = run(params, state)
     except (bf.BootFilesError, bc.BootConfigError, hs.StateError) as exc:
-        module.fail_json(msg=to_native(exc), path=params["path"], changed=False)
+        module.fail_json(msg=redact.redact(to_native(exc)), path=params["path"], changed=False)
     if state is not None:
         result["host_state"] = state
     diff = result.pop("diff")
     result["changed"] = bool(writes)
     if module._diff:
         result["diff"] = diff
-    for where in result["overridden"]:
+    # Said when the arguments are placed, not on every run: a later run that changes nothing has nothing to explain.
+    for where in result["overridden"] if writes else []:
         module.warn("%s assigns %s but %s overrides it; the arguments went to the latter"
                     % (where, result["variable"], result["target"]))
+    if result["needs"] and params["state_file"] and not module.check_mode:
+        # Written ahead: the tool's step is pending before the first file changes, so a run killed after any
+        # write leaves it for the next run to repeat (module_utils/host_state.py).
+        try:
+            hs.write_ahead(params["root"], params["state_file"], ["boot_config"])
+        except hs.StateError as exc:
+            module.fail_json(msg="nothing written: %s" % to_native(exc), **_shown(result))
     if writes and not module.check_mode:
         backups = []
         for real, shown, text in writes:
@@ -275,10 +394,10 @@ def main():
                     os.unlink(tmp)
                 module.fail_json(msg="cannot write %s: %s (this file was not changed; files written before it: %s)"
                                  % (shown, to_native(exc), ", ".join(b["path"] for b in backups[:-1]) or "none"),
-                                 backups=backups, **result)
+                                 backups=backups, **_shown(result))
         if params["backup"]:
             result["backups"] = backups
-    module.exit_json(**result)
+    module.exit_json(**_shown(result))
 
 
 if __name__ == "__main__":

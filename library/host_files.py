@@ -27,7 +27,10 @@ description:
   - Directories above a path are resolved the host's way (an absolute symlink in a sandbox points into the
     sandbox) and created with O(directory_mode) when missing; existing directories are left as they are.
   - Returns which entries changed and the union of their O(files[].needs) (e.g. C(initramfs)), so the role
-    knows what to rebuild. The rules are in module_utils/host_files.py.
+    knows what to rebuild. With O(state_file), those of them that are steps of the passthrough_host state
+    (C(initramfs), C(boot_config)) are marked pending there, durably, before the first file is written
+    (write-ahead): a run killed after any write leaves the step for the next run. The rules are in
+    module_utils/host_files.py.
 options:
   directory_mode:
     description: Mode of the directories the module creates, an octal string (a number is refused).
@@ -202,6 +205,14 @@ def main():
         result["host_state"] = state
     if module._diff:  # pylint: disable=protected-access
         result["diff"] = [d for a in changed for d in a["diff"]]
+    ahead = [n for n in result["needs"] if n in hs.STEPS]
+    if ahead and params["state_file"] and not module.check_mode:
+        # Written ahead: the follow-up step is pending before the first file changes, so a run killed after any
+        # write leaves it for the next run to repeat (module_utils/host_state.py).
+        try:
+            hs.write_ahead(params["root"], params["state_file"], ahead)
+        except hs.StateError as exc:
+            module.fail_json(msg=f"nothing written: {to_native(exc)}", **result)
     if not module.check_mode:
         done = []
         for act in changed:

@@ -12,8 +12,8 @@ module: host_state
 short_description: Remember unfinished host work and the reboot meant to settle it
 description:
   - Reads the state file (JSON) under O(root) and the running boot id, applies the requested changes
-    (steps marked pending or done, a reboot recorded or cleared), and writes the file only when it
-    changes (temporary file and atomic rename).
+    (steps marked pending or done, a reboot recorded or cleared, what the boot-config tool generated from), and
+    writes the file only when it changes (temporary file, fsync, atomic rename, fsync of the directory).
   - With O(decide), says whether a reboot may be made now (RV(reboot_allowed)) - not when the host
     already rebooted for the same boot line and pending list (O(boot_args), O(plan_pending)) and still
     needs it.
@@ -36,6 +36,13 @@ options:
     description: Say whether a reboot may be made now (RV(reboot_allowed), RV(reason)).
     type: bool
     default: false
+  generated_from:
+    description:
+      - Record what the boot-config tool just generated from - the fingerprint of the kernel arguments the GRUB files
+        give (the grub_cmdline module's RV(grub_cmdline#module:files_fingerprint)). Given with O(pending_remove)
+        C(boot_config) once the tool succeeded; empty records nothing.
+    type: str
+    default: ''
   plan_pending:
     description: What the plan says the running system lacks (the plan's C(pending) list).
     type: list
@@ -116,10 +123,9 @@ path:
 """
 
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.common.text.converters import to_bytes, to_native
+from ansible.module_utils.common.text.converters import to_native
 from ansible.module_utils import boot_files as bf
 from ansible.module_utils import host_state as hs
 
@@ -131,6 +137,7 @@ def main():
             clear_reboot=dict(type="bool", default=False),
             boot_args=dict(type="list", elements="list", default=[]),
             decide=dict(type="bool", default=False),
+            generated_from=dict(type="str", default=""),
             plan_pending=dict(type="list", elements="str", default=[]),
             path=dict(type="str", default="/var/lib/open-gpu-cloud/passthrough_host.json"),
             pending_add=dict(type="list", elements="str", default=[]),
@@ -154,7 +161,8 @@ def main():
     try:
         print_now = hs.fingerprint(params["boot_args"], params["plan_pending"])
         record = {"boot_id": boot_id, "fingerprint": print_now} if params["record_reboot"] else None
-        new = hs.update(state, params["pending_add"], params["pending_remove"], record, params["clear_reboot"])
+        new = hs.update(state, params["pending_add"], params["pending_remove"], record, params["clear_reboot"],
+                        params["generated_from"])
     except hs.StateError as exc:
         module.fail_json(msg=to_native(exc), **result)
     allowed, reason = True, "no decision asked"
@@ -167,18 +175,10 @@ def main():
         result["diff"] = dict(before=before_text or "", after=new_text, before_header=params["path"],
                               after_header=params["path"])
     if changed and not module.check_mode:
-        directory = os.path.dirname(path)
         try:
-            os.makedirs(directory, mode=0o755, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".host_state.", dir=directory)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(to_bytes(new_text))
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(tmp, 0o644)
-            module.atomic_move(tmp, path, unsafe_writes=False)
-        except OSError as exc:
-            module.fail_json(msg=f"cannot write {params['path']}: {to_native(exc)}", **result)
+            hs.save(path, new, params["path"])
+        except hs.StateError as exc:
+            module.fail_json(msg=to_native(exc), **result)
     module.exit_json(**result)
 
 

@@ -27,6 +27,10 @@ description:
     neither is ever opened, and the error names the path, never what a file holds.
   - C(kernel_cmdline) is split by the project's kernel command-line model (C(module_utils/kernel_cmdline.py));
     a line it cannot model (an unclosed quote, a quote inside a name or value) is an error naming the file.
+    Credentials on it (a C(*password*)/C(*secret*)/C(*token*) key's value, a URL's or an iSCSI root's password;
+    C(module_utils/redact.py)) are masked as C(********): the facts are printed and stored in plan files.
+  - A directory on the way that cannot be read is an error naming it (permission denied), and a device's
+    C(iommu_group) link to a group that does not exist is an error (a partial capture), not an IOMMU group.
 version_added: "0.1.0"
 author:
   - open-gpu-cloud contributors
@@ -109,7 +113,8 @@ ansible_facts:
           type: str
           sample: svm
         kernel_cmdline:
-          description: The running kernel's command line, one argument per item (double-quoted values kept whole).
+          description: The running kernel's command line, one argument per item (double-quoted values kept whole),
+            credentials masked.
           type: list
           elements: str
           sample: [BOOT_IMAGE=/boot/vmlinuz, ro, iommu=pt]
@@ -154,7 +159,7 @@ import re
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils import pci_address, pci_ids
+from ansible.module_utils import pci_address, pci_ids, redact
 from ansible.module_utils.kernel_cmdline import CmdlineError, split as split_cmdline
 
 HEX4 = re.compile(r"^0x([0-9a-fA-F]{4})$")
@@ -231,7 +236,7 @@ def _read(path: str, limit: int = 4096) -> str | None:
     Only regular files inside the roots are read (checked before opening, so a FIFO or a device in a
     captured tree is refused, never opened); O_NONBLOCK|O_NOFOLLOW and fstat guard the open itself.
     """
-    if not os.path.lexists(path):
+    if not _lexists(path):
         return None
     real = _inside(path)
     try:
@@ -258,6 +263,21 @@ def _read(path: str, limit: int = 4096) -> str | None:
         os.close(fd)
 
 
+def _lexists(path: str) -> bool:
+    """Whether ``path`` exists (a dangling link counts); a directory on the way that cannot be searched is an error
+    naming it (os.path.lexists would say "missing", and the message would blame the tree instead of the rights)."""
+    try:
+        os.lstat(path)
+        return True
+    except FileNotFoundError:
+        return False
+    except NotADirectoryError:
+        return False
+    except OSError as exc:
+        raise DiscoveryError(f"cannot read {path}: {exc.strerror}; run discovery as root or fix the permissions of "
+                             "the directories above it") from None
+
+
 def _kind(mode: int) -> str:
     if stat.S_ISDIR(mode):
         return "Is a directory"
@@ -271,16 +291,27 @@ def _kind(mode: int) -> str:
 
 
 def _listdir(path: str) -> list[str]:
-    """Names in a directory of the tree; [] when it is absent."""
-    if not os.path.isdir(path):
+    """Names in a directory of the tree; [] when it is absent. An unreadable one is an error naming it."""
+    if not _lexists(path) or not os.path.isdir(path):
         return []
-    return sorted(os.listdir(_inside(path)))
+    try:
+        return sorted(os.listdir(_inside(path)))
+    except OSError as exc:
+        raise DiscoveryError(f"cannot read {path}: {exc.strerror}; run discovery as root or fix the directory's "
+                             "permissions") from None
 
 
-def _link_name(path: str) -> str | None:
+def _link_name(path: str, must_exist: bool = False) -> str | None:
+    """The last part of a symlink's target (a driver's or group's name); None when there is no link. With
+    ``must_exist``, a link whose target is missing is an error: a dangling iommu_group link would otherwise pass
+    for an IOMMU group (and an active IOMMU)."""
     try:
         target = os.readlink(path)
-        _inside(path)
+        real = _inside(path)
+        if must_exist and not os.path.exists(real):
+            raise DiscoveryError(f"{path} points to {target}, which does not exist: the tree is inconsistent (a "
+                                 "partial or hand-made capture); recapture the host with scripts/mock_sysfs.py "
+                                 "capture, or run discovery on the host itself")
         return os.path.basename(target)
     except FileNotFoundError:
         return None
@@ -327,7 +358,7 @@ def read_device(devices_dir: str, address: str) -> dict:
         # The kernel module providing the driver (its name can differ: driver xhci_hcd, module
         # xhci_pci); null for drivers built into the kernel.
         "driver_module": _link_name(os.path.join(base, "driver", "module")),
-        "iommu_group": _link_name(os.path.join(base, "iommu_group")),
+        "iommu_group": _link_name(os.path.join(base, "iommu_group"), must_exist=True),
         "numa_node": None if numa is None or numa < 0 else numa,
         # Only VGA-class devices have boot_vga.
         "boot_vga": class_id.startswith("0300") and _read(os.path.join(base, "boot_vga")) == "1",
@@ -388,9 +419,12 @@ def discover(sysfs_root: str, procfs_root: str, database=None) -> dict:
             f"{cmdline_path} is missing: procfs_root {procfs_root} is not a procfs tree; set it "
             f"(passthrough_procfs_root) to /proc or to the proc/ directory of a captured host")
     try:
-        kernel_cmdline = split_cmdline(cmdline)
+        # Credentials on the line (an iSCSI root's password) are masked here, where the line enters: the facts are
+        # printed, stored in the plan file and quoted in messages (module_utils/redact.py).
+        kernel_cmdline = [redact.redact(arg) for arg in split_cmdline(cmdline)]
     except CmdlineError as exc:
-        raise DiscoveryError(f"{cmdline_path} cannot be read as a kernel command line: {exc}") from None
+        raise DiscoveryError(f"{cmdline_path} cannot be read as a kernel command line: "
+                             f"{redact.redact(str(exc))}") from None
     cpuinfo_path = os.path.join(procfs_root, "cpuinfo")
     # The first processor's block (vendor, model, flags) is within the first 64 KiB.
     cpuinfo = _read(cpuinfo_path, 65536)

@@ -25,16 +25,21 @@ line, rather than guessed.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 
 try:  # Ansible runs this as ansible.module_utils.boot_config; the tests import it the same way.
     from ansible.module_utils import kernel_cmdline as kc
+    from ansible.module_utils import redact, shell_scan
 except ImportError:  # pragma: no cover - scripts outside Ansible put module_utils on sys.path
     import kernel_cmdline as kc  # type: ignore
+    import redact  # type: ignore
+    import shell_scan  # type: ignore
 
 __all__ = ["BootConfigError", "CMDLINE_VARIABLES", "FAMILIES", "GRUB_FILE", "DROPIN_DIR", "default_variable",
            "source_order", "parse_file", "evaluate", "kernel_args", "plan_edit", "grub_cfg_default_args",
-           "bls_entry", "readback_problems"]
+           "bls_entry", "readback_problems", "bls_dropped", "diagnose", "inputs_fingerprint"]
 
 GRUB_FILE = "/etc/default/grub"
 DROPIN_DIR = "/etc/default/grub.d"
@@ -109,10 +114,13 @@ class Ref(str):
     """A $NAME word of a value: the earlier value of that variable, expanded when sourced."""
 
 
-def _refuse(path, lineno, line, why):
-    raise BootConfigError("%s line %d (%s): %s; write the value as one quoted string of kernel arguments on one "
-                          "line (e.g. GRUB_CMDLINE_LINUX=\"quiet iommu=pt\"), then run again"
-                          % (path, lineno, line.strip(), why))
+_VALUE_FIX = ("write the value as one quoted string of kernel arguments on one line (e.g. "
+              "GRUB_CMDLINE_LINUX=\"quiet iommu=pt\"), then run again")
+
+
+def _refuse(path, lineno, line, why, fix=_VALUE_FIX):
+    """Refuse a line: the file, the line number, its text (credentials masked), why, and the fix."""
+    raise BootConfigError("%s line %d (%s): %s; %s" % (path, lineno, redact.redact(line.strip()), why, fix))
 
 
 def _unquote_double(path, lineno, line, body):
@@ -163,27 +171,24 @@ def _words(path, lineno, line, text):
 
 
 def parse_file(path, text, variables=CMDLINE_VARIABLES):
-    """Every assignment of ``variables`` in one sourced file, in order. Other lines are left to the shell,
-    except a line that uses one of ``variables`` in a way this model cannot follow: refused."""
+    """Every assignment of ``variables`` in one sourced file, in order. The file's commands are split as the shell
+    splits them (module_utils/shell_scan.py); other commands are left to the shell, except a construct whose effect on
+    ``variables`` cannot be proven (another file sourced, an assignment inside a conditional, a loop or an && list,
+    eval, a use the model does not follow): refused with the file, the line and its text, before anything is
+    written."""
     found = []
     lines = text.splitlines(True)
-    names = "|".join(re.escape(v) for v in variables)
-    mention = re.compile(r"(?<![A-Za-z0-9_])(?:" + names + r")(?![A-Za-z0-9_])")
-    for index, raw in enumerate(lines):
-        lineno = index + 1
+    result = shell_scan.scan(text, variables)
+    refusal_line = result.refusal[0] if result.refusal else None
+    for lineno in result.assignment_lines:
+        if refusal_line is not None and lineno > refusal_line:
+            break
+        raw = lines[lineno - 1]
         line = raw.rstrip("\r\n")
         eol = raw[len(line):]
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
         match = _ASSIGN_RE.match(line)
         if not match or match.group("name") not in variables:
-            if mention.search(line) and not (match and not mention.search(match.group("rest"))):
-                if match:
-                    continue  # another variable's value refers to ours: not an assignment of ours
-                _refuse(path, lineno, line, "this line uses %s in a way the editor does not model (only plain "
-                                            "assignments are)" % mention.search(line).group(0))
-            continue
+            _refuse(path, lineno, line, "an assignment the editor does not model")
         rest = match.group("rest")
         if rest.startswith('"'):
             end = 1
@@ -222,6 +227,8 @@ def parse_file(path, text, variables=CMDLINE_VARIABLES):
             _refuse(path, lineno, line, f"more than one command on the line ({suffix.strip()!r}) is not modelled")
         words = _words(path, lineno, line, text_value)
         found.append(Assignment(path, lineno, match.group("name"), match.group("lead"), quote, words, suffix, eol))
+    if result.refusal:
+        _refuse(path, *result.refusal)
     return found
 
 
@@ -357,9 +364,16 @@ def plan_edit(files, variable, present, absent):
         changes.append({"path": assignment.path, "line": assignment.lineno, "variable": assignment.name,
                         "before": line_before, "after": line_after})
     texts = _edited_texts(files, edits)
-    overridden = [a.where for a in mine[:-1]]
+    overridden = [a.where for a in mine[:-1] if _overridden(a, mine)]
     return {"texts": texts, "changes": changes, "before": before, "after": after,
             "target": target.where, "overridden": overridden}
+
+
+def _overridden(assignment, assignments):
+    """Whether a later assignment of the same variable drops ``assignment``'s value: one that does not take the
+    earlier value in (``NAME="$NAME more"`` appends to it, it does not override it)."""
+    later = assignments[assignments.index(assignment) + 1:]
+    return any(not any(isinstance(w, Ref) and str(w) == assignment.name for w in b.words) for b in later)
 
 
 def _line_of(files, assignment):
@@ -418,3 +432,71 @@ def readback_problems(entries, present, absent):
         if problems:
             out.append(f"{where} {'; '.join(problems)}")
     return out
+
+
+def bls_dropped(entries, files_args, present, absent):
+    """What ``grub2-mkconfig --update-bls-cmdline`` would drop: it rewrites every BLS entry's ``options`` to
+    ``root=... ro`` and the arguments the GRUB files give (``files_args``, after the edit), so an argument an
+    entry has on its own (added with ``grubby --update-kernel=<one kernel> --args``) is lost. Returns
+    ``[(where, [args])]``, leaving out ``root=``, ``ro``, the words GRUB expands at boot (``$tuned_params``), what
+    the new line still carries, what the plan sets or forbids, and debug entries (they also get
+    ``GRUB_CMDLINE_LINUX_DEBUG``, which is not modelled)."""
+    planned = {kc.param_key(a) for a in present}
+    kept = set(files_args)
+    out = []
+    for where, args in entries:
+        if "debug" in where.rsplit("/", 1)[-1]:
+            continue
+        lost = [a for a in args if a not in kept and not a.startswith("$") and a != "ro"
+                and kc.param_key(a) != "root" and kc.param_key(a) not in planned and not kc.check([a], [], absent)]
+        if lost:
+            out.append((where, lost))
+    return out
+
+
+def diagnose(problems, expected, sources, present, absent, output, state=None, tool="the boot-config tool"):
+    """Why the generated configuration lacks the plan, and the fix: ``(cause, text)``.
+
+    ``problems`` are readback_problems of the generated entries; ``expected`` the arguments the GRUB files give;
+    ``sources`` {variable: where its last assignment is}; ``state`` the host state (pending steps, what the tool
+    last generated from) or None when unknown. Causes: ``tool_pending`` (the tool failed or its run was
+    interrupted), ``files`` (the files themselves lack the arguments), ``tool_not_run`` (the files give them, but
+    the tool has not run since they changed), ``override`` (the tool ran on these files and its output still
+    lacks them: something outside the files decides)."""
+    where = ", ".join(f"{name} from {sources.get(name, 'not assigned')}" for name in CMDLINE_VARIABLES)
+    head = ("the boot configuration the tool generated does not carry the planned arguments: %s. "
+            % "; ".join(problems))
+    from_files = kc.check(expected, present, absent)
+    state = state or {}
+    if "boot_config" in (state.get("pending") or []):
+        return "tool_pending", head + (
+            "The boot-config tool has not completed since the GRUB files were changed (boot_config is pending in "
+            "the state file: it failed, or the run was interrupted). A reboot would not apply the plan, so the host "
+            "is not rebooted. Run this play again (it repeats %s), after fixing the tool's error if it failed" % tool)
+    if from_files:
+        return "files", head + (
+            "The GRUB files themselves do not give them (%s: %s): %s. A reboot would not apply the plan, so the host "
+            "is not rebooted. Run this play again (it puts them there), or add them to the variable's last "
+            "assignment and run %s" % (where, " ".join(expected) or "nothing", "; ".join(from_files), tool))
+    if state.get("generated_from") != inputs_fingerprint(expected):
+        return "tool_not_run", head + (
+            "The GRUB files give them (%s: %s), but %s has not run since they changed (edited by hand or by another "
+            "tool?). A reboot would not apply the plan, so the host is not rebooted. Run %s (this play runs it when "
+            "the generated configuration is older than the files), then run this play again"
+            % (where, " ".join(expected), tool, tool))
+    return "override", head + (
+        "The GRUB files give them (%s: %s), and %s has run on them since they last changed, yet %s lacks them: "
+        "something outside the files overrides them (a script in /etc/grub.d, GRUB_DEFAULT choosing another entry, "
+        "or the tool writing another file than %s). A reboot would not apply the plan, so the host is not rebooted. "
+        "Find what sets that entry's line (or point passthrough_host_boot_config_output at what the tool writes), "
+        "fix it, run %s, then run this play again"
+        % (where, " ".join(expected), tool, output, output, tool))
+
+
+
+def inputs_fingerprint(args):
+    """What the boot-config tool generates from: the kernel arguments the GRUB files give, as a fingerprint (no
+    argument - a credential among them - is stored). The host state records it when the tool succeeded
+    (module_utils/host_state.py, ``generated_from``)."""
+    data = json.dumps([str(a) for a in args])
+    return "sha256:" + hashlib.sha256(data.encode("utf-8")).hexdigest()[:32]

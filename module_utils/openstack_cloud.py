@@ -18,12 +18,13 @@ Modules import it as ``from ansible.module_utils.openstack_cloud import ...``.
 
 from __future__ import annotations
 
+import difflib
 import re
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule, _load_params, missing_required_lib
 
 try:
     import openstack
@@ -67,11 +68,25 @@ DONE_KEYS = ("created", "updated", "recreated", "replaced", "retired", "deleted"
              "assigned")
 
 
+def _unknown_auth_keys():
+    """The keys of the ``auth`` dict this run was given that are not keystoneauth options (a misspelt ``passwrd``),
+    read from the module's arguments before Ansible validates them."""
+    try:
+        auth = (_load_params() or {}).get("auth")
+    except (SystemExit, Exception):  # pylint: disable=broad-except - no arguments to read (a test, an import)
+        return []
+    return sorted(k for k in auth if isinstance(k, str) and k not in AUTH_OPTIONS) if isinstance(auth, dict) else []
+
+
 def openstack_argument_spec():
-    """The connection options shared by every os_* module (merged into each module's own spec)."""
+    """The connection options shared by every os_* module (merged into each module's own spec). A key of ``auth``
+    that is not a keystoneauth option is declared too, ``no_log``: it may be a misspelt secret, so its value is
+    never printed; CloudModule then refuses it by name (``unknown_auth_error``)."""
+    auth_options = dict(AUTH_OPTIONS)
+    auth_options.update((key, dict(type="raw", no_log=True)) for key in _unknown_auth_keys())
     return dict(
         cloud=dict(type="str"),
-        auth=dict(type="dict", options=AUTH_OPTIONS),
+        auth=dict(type="dict", options=auth_options),
         auth_type=dict(type="str"),
         region_name=dict(type="str"),
         interface=dict(type="str", default="public", choices=["public", "internal", "admin"],
@@ -80,6 +95,20 @@ def openstack_argument_spec():
         ca_cert=dict(type="str", aliases=["cacert"]),
         api_timeout=dict(type="int"),
     )
+
+
+def unknown_auth_error(auth):
+    """The refusal of the unknown keys of an ``auth`` dict, naming them (never their values) and the closest known
+    key; None when every key is known."""
+    unknown = sorted(k for k in (auth or {}) if k not in AUTH_OPTIONS)
+    if not unknown:
+        return None
+    hints = []
+    for key in unknown:
+        close = difflib.get_close_matches(key, list(AUTH_OPTIONS), n=1)
+        hints.append(f"{key} (did you mean {close[0]}?)" if close else key)
+    return ("auth has unknown key(s) %s; their values are not shown, as they may be secrets. Known keys: %s"
+            % (", ".join(hints), ", ".join(sorted(AUTH_OPTIONS))))
 
 
 def sdk_message(exc):
@@ -122,6 +151,9 @@ class CloudModule:
         kwargs.setdefault("supports_check_mode", True)
         self.module = AnsibleModule(argument_spec=spec, **kwargs)
         self.params = self.module.params
+        unknown = unknown_auth_error(self.params.get("auth"))
+        if unknown:
+            self.module.fail_json(msg=unknown)
         self.check_mode = self.module.check_mode
         self._conn = None
         # Progress, reported on failure so the operator knows what a re-run still has to do.
@@ -213,14 +245,15 @@ class CloudModule:
         """Run one API call; an SDK or connection error becomes fail_sdk (never a traceback).
 
         An ``idempotent`` call (one that repeating cannot do twice, such as a delete that ignores a missing
-        resource) is repeated after a server error (HTTP 5xx), at most SERVER_ERROR_RETRIES times with a pause
-        between: a service that briefly fails a request (a database lock, a restarting worker) is not a failed run.
+        resource) is repeated after an answer that says the service is briefly unavailable (HTTP 502, 503, 504:
+        kolla-ansible's HAProxy answers so while an API container restarts or has no healthy backend), at most
+        SERVER_ERROR_RETRIES times with a pause between. A 500 is the service's own failure and fails at once.
         """
         for attempt in range(SERVER_ERROR_RETRIES + 1):
             try:
                 return func(*args, **kwargs)
             except Exception as exc:  # pylint: disable=broad-except
-                if idempotent and attempt < SERVER_ERROR_RETRIES and _is_server_error(exc):
+                if idempotent and attempt < SERVER_ERROR_RETRIES and _is_unavailable(exc):
                     time.sleep(SERVER_ERROR_PAUSE * (attempt + 1))
                     continue
                 if _is_api_error(exc):
@@ -473,14 +506,15 @@ def _caused_by(exc, *names):
     return False
 
 
-SERVER_ERROR_RETRIES = 2  # Cloud.call: repeats of an idempotent call after an HTTP 5xx
+SERVER_ERROR_RETRIES = 2  # Cloud.call: repeats of an idempotent call after an HTTP 502/503/504
 SERVER_ERROR_PAUSE = 2.0   # seconds before the first repeat; the second waits twice as long
+UNAVAILABLE = (502, 503, 504)  # Bad Gateway, Service Unavailable, Gateway Timeout: the request was not served
 
 
-def _is_server_error(exc):
-    """An HTTP 5xx answer from the service (not a refusal of the request, not a connection failure)."""
-    status = getattr(exc, "status_code", None)
-    return _is_api_error(exc) and isinstance(status, int) and 500 <= status < 600
+def _is_unavailable(exc):
+    """An answer saying the service is briefly unavailable (not its own failure, not a refusal of the request,
+    not a connection failure)."""
+    return _is_api_error(exc) and getattr(exc, "status_code", None) in UNAVAILABLE
 
 
 def _is_api_error(exc):

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# The local test cloud: real Keystone, Nova API (osapi_compute) and Glance API on 127.0.0.1 with
-# SQLite databases, for the tests, the benchmark and the demo. Installs them on first use
-# (scripts/openstack-venv.sh, about 2 minutes), then:
+# The local test cloud: real Keystone, Nova API (osapi_compute) and Glance API on 127.0.0.1, their
+# databases in a MariaDB server of its own (Debian's mariadb-server, as kolla-ansible deploys them), for the
+# tests, the benchmark and the demo. Installs the services on first use (scripts/openstack-venv.sh,
+# about 2 minutes), then:
 #   scripts/testcloud.sh start  [--dir DIR] [--lifetime SECONDS]   ~20-30 s; prints ports and clouds.yaml
 #        [--with-compute [--nova-pci-from FILE] [--fake-gpus FILE] [--compute-host NAME]]
 #                                       also broker, placement, conductor, scheduler, a fake nova-compute;
 #                                       [pci]/[filter_scheduler] from a nova.conf kolla rendered (compute.py)
-#   scripts/testcloud.sh status [--dir DIR]                         exit 0 when all three servers run
-#   scripts/testcloud.sh stop   [--dir DIR]                         stops the recorded PIDs
+#   scripts/testcloud.sh status [--dir DIR]                         exit 0 when MariaDB and the three APIs run
+#   scripts/testcloud.sh stop   [--dir DIR]                         stops every process the cloud started
 #   scripts/testcloud.sh wipe   [--dir DIR] [--all]                 stop + delete databases, keys, images
 #                                       (the next start restores the freshly initialised databases; --all: migrate again)
-# DIR defaults to .demo/cloud (env OGC_TESTCLOUD_DIR). Every server stops by itself after the lifetime
-# (default 7200 s, env OGC_TESTCLOUD_LIFETIME). Use the cloud with
+# DIR defaults to .demo/cloud (env OGC_TESTCLOUD_DIR). Every server, and every process it started, stops by
+# itself after the lifetime (default 7200 s, env OGC_TESTCLOUD_LIFETIME). Use the cloud with
 #   OS_CLIENT_CONFIG_FILE=DIR/clouds.yaml OS_CLOUD=ogc-test
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

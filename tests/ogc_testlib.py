@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -16,6 +17,21 @@ TESTCLOUD = os.path.join(ROOT, "scripts", "testcloud.sh")
 # The PCI ID database from Debian's pci.ids package (hwdata links its /usr/share/hwdata/pci.ids here).
 PCI_IDS = "/usr/share/misc/pci.ids"
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+
+
+def recap(out):
+    """{host: {ok, changed, unreachable, failed}} from the PLAY RECAP of ansible-playbook's output."""
+    return {m.group(1): {"ok": int(m.group(2)), "changed": int(m.group(3)), "unreachable": int(m.group(4)),
+                         "failed": int(m.group(5))} for m in RECAP.finditer(out)}
+
+
+def openstack_python() -> str:
+    """The OpenStack services venv's Python (scripts/openstack-venv.sh builds the venv when it is missing or stale,
+    or waits for the build under way)."""
+    venv = subprocess.run([os.path.join(ROOT, "scripts", "openstack-venv.sh")], check=True, capture_output=True,
+                          text=True).stdout.strip().splitlines()[-1]
+    return os.path.join(venv, "bin", "python")
 
 
 def load_source(name: str, relpath: str):
@@ -129,6 +145,18 @@ class TestCloudHandle:
         """Like tasks(), with the results as a list in task order."""
         rc, ordered, _by_name, stdout = self._run(self._write_play(tmp_path, tasks, name), "-i", "localhost,", *args)
         return rc, ordered, stdout
+
+
+def compute_service(conn, host):
+    """The nova-compute service of HOST."""
+    return next(s for s in conn.compute.services(host=host, binary="nova-compute"))
+
+
+def enable_compute_service(conn, host):
+    """HOST's nova-compute service enabled (a test that drains a host leaves it disabled)."""
+    svc = compute_service(conn, host)
+    if svc.status == "disabled":
+        conn.compute.enable_service(svc, host, "nova-compute")
 
 
 def wait_status(conn, server_id, wanted, timeout=180):

@@ -15,7 +15,7 @@ for run in first no-op; do
   start=$(date +%s.%N)
   ANSIBLE_NOCOLOR=1 scripts/demo.sh > "$logdir/$run.log" 2>&1 || { echo "$run run failed: $logdir/$run.log" >&2; exit 1; }
   end=$(date +%s.%N)
-  python3 - "$logdir/$run.log" "$run" "$start" "$end" <<'PY'
+  "$root/.venv/bin/python" - "$logdir/$run.log" "$run" "$start" "$end" <<'PY'
 import re, sys
 log, run, start, end = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
 ok = changed = 0

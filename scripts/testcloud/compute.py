@@ -1,11 +1,11 @@
 """The test cloud's optional compute side (``testcloud.sh start --with-compute``).
 
-Adds to the API-only test cloud, all on 127.0.0.1 and under coreutils ``timeout`` like the rest:
+Adds to the API-only test cloud, all on 127.0.0.1 and under the cloud's supervisor (supervise.py) like the rest:
 
 * a message broker: RabbitMQ from Debian packages (``rabbitmq-server``; installed with apt-get when
-  missing), its own Erlang port mapper (epmd) on a free loopback port, node name, cookie, database and
+  missing, debian.py), its own Erlang port mapper (epmd) on a free loopback port, node name, cookie, database and
   logs under ``DIR/data/rabbitmq`` and ``DIR/log/rabbitmq``;
-* Placement (openstack-placement, gunicorn, SQLite) registered in the catalog;
+* Placement (openstack-placement, gunicorn, its database in the cloud's MariaDB) registered in the catalog;
 * a read-only Neutron stand-in (``fake_neutron.py``): Nova lists an instance's ports on delete and
   shelve-offload even when it was booted with ``networks: none``;
 * nova-conductor, nova-scheduler (PciPassthroughFilter enabled) and one nova-compute on a fake virt
@@ -32,10 +32,11 @@ import json
 import os
 import shutil
 import socket
-import sqlite3
-import subprocess
 import sys
 import time
+
+import debian
+from logtail import tail
 
 COMPUTE_SERVICES = ("epmd", "rabbitmq", "placement", "neutron", "conductor", "scheduler", "compute")
 COMPUTE_HOST = "ogc-gpu-1"
@@ -130,27 +131,6 @@ def _port_open(port, timeout=1.0):
             return True
     except OSError:
         return False
-
-
-def ensure_rabbitmq(log):
-    """Install rabbitmq-server from Debian packages when it is missing (needs root and apt)."""
-    if os.path.exists(RABBIT_SERVER):
-        return
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise ComputeError("rabbitmq-server is not installed and cannot be installed here (needs root and "
-                           "apt-get): install the Debian package rabbitmq-server, then start again")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    with open(log, "a", encoding="utf-8") as out:
-        out.write("\n$ apt-get install -y rabbitmq-server\n")
-        out.flush()
-        # The package does not start a server without an init system; ours is started below.
-        for argv in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "--no-install-recommends",
-                                                    "rabbitmq-server"]):
-            proc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, env=env, check=False)
-            if proc.returncode:
-                raise ComputeError(f"`{' '.join(argv)}` exited {proc.returncode}; see {log}")
-    if not os.path.exists(RABBIT_SERVER):
-        raise ComputeError(f"rabbitmq-server was installed but {RABBIT_SERVER} is missing")
 
 
 class Compute:
@@ -259,12 +239,6 @@ region_name = RegionOne
 # Periodic tasks start at once, not after Nova's random delay of up to 60 s: the scheduler maps the new compute
 # host (discover_hosts_in_cells_interval) seconds after it registered, so the start waits for that, not for chance.
 periodic_fuzzy_delay = 0
-# Each service writes its heartbeat to the cell database every report_interval seconds (Nova's default: 10). On
-# SQLite a write committed while an API request's transaction has read and is about to write fails that request at
-# once ("database is locked", HTTP 500; the busy timeout cannot apply). One heartbeat a minute from each of the
-# three services, and a service counted down only after five minutes without one, make that collision rarer.
-report_interval = 60
-service_down_time = 300
 [placement]
 {auth}
 [neutron]
@@ -313,18 +287,12 @@ enforce_new_defaults = true
         if not state.get("placement_initialised"):
             cloud.migrate("placement", ["placement"], [cloud_bin("placement-manage"), "--config-file",
                                                      os.path.join(cloud.etc, "placement", "placement.conf"), "db", "sync"])
-            cloud.wal("placement")
             state["placement_initialised"] = True
         if state.get("cell_transport_url") != self.transport_url():
             # The conductor reaches the computes of cell1 through the cell mapping's transport URL.
             # (nova-manage cell_v2 update_cell does the same in a separate process; ~10 s here.)
-            con = sqlite3.connect(os.path.join(cloud.data, "nova_api.sqlite"), timeout=30)
-            try:
-                with con:
-                    done = con.execute("UPDATE cell_mappings SET transport_url = ? WHERE name = 'cell1'",
-                                       (self.transport_url(),)).rowcount
-            finally:
-                con.close()
+            done = cloud.database.execute([("UPDATE cell_mappings SET transport_url = %s WHERE name = 'cell1'",
+                                            (self.transport_url(),))], database="nova_api")
             if done != 1:
                 raise ComputeError("the nova_api database has no cell 'cell1' (wipe the test cloud and start again)")
             state["cell_transport_url"] = self.transport_url()
@@ -355,21 +323,8 @@ enforce_new_defaults = true
                     ident.update_endpoint(endpoint, url=url)
 
     # ---- processes --------------------------------------------------------------
-    def spawn(self, name, argv, env=None, log_name=None):
-        cloud = self.cloud
-        log = os.path.join(cloud.logs, f"{log_name or name}-server.log")
-        full_env = dict(os.environ)
-        full_env.pop("OS_CLOUD", None)
-        full_env.update(env or {})
-        argv = ["timeout", "--kill-after=10", str(int(cloud.lifetime)), *argv]
-        with open(log, "a", encoding="utf-8") as out:
-            out.write(f"\n--- {time.strftime('%Y-%m-%dT%H:%M:%S')} start: {' '.join(argv)}\n")
-            out.flush()
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    cwd=cloud.dir, env=full_env, start_new_session=True)
-        cloud.state.setdefault("pids", {})[name] = proc.pid
-        cloud.state.setdefault("started_at", {})[name] = time.time()
-        return proc
+    def spawn(self, name, argv, env=None):
+        return self.cloud.launch(name, argv, env)
 
     def rabbit_env(self):
         ports = self.cloud.state["ports"]
@@ -392,7 +347,10 @@ enforce_new_defaults = true
         }
 
     def start_broker(self):
-        ensure_rabbitmq(os.path.join(self.cloud.logs, "init.log"))
+        try:
+            debian.ensure_installed([RABBIT_SERVER], ["rabbitmq-server"], os.path.join(self.cloud.logs, "init.log"))
+        except debian.PackageError as exc:
+            raise ComputeError(str(exc)) from None
         epmd = next((p for p in EPMD_CANDIDATES if os.path.exists(p)), None) or shutil.which("epmd")
         if not epmd:
             raise ComputeError("epmd (Erlang's port mapper, package erlang-base) is missing")
@@ -485,7 +443,7 @@ enforce_new_defaults = true
         logs = [os.path.join(self.cloud.logs, f"{name}-server.log")]
         if name == "rabbitmq":
             logs.append(os.path.join(self.rabbit_logs, "rabbit.log"))
-        detail = "".join(f"\n--- last lines of {p}:\n{_tail(p)}" for p in logs if os.path.exists(p))
+        detail = "".join(f"\n--- last lines of {p}:\n{tail(p, 20)}" for p in logs if os.path.exists(p))
         return ComputeError(f"{name} {why}. Logs: {', '.join(logs)}{detail}")
 
 
@@ -504,11 +462,3 @@ def _since(updated_at, started):
 
 def cloud_bin(name):
     return os.path.join(os.path.dirname(sys.executable), name)
-
-
-def _tail(path, lines=20):
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return "".join(handle.readlines()[-lines:])
-    except OSError:
-        return ""

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A local test cloud: real Keystone, Nova API and Glance API on 127.0.0.1, SQLite databases.
+"""A local test cloud: real Keystone, Nova API and Glance API on 127.0.0.1, on MariaDB as kolla-ansible deploys them.
 
 Run with the OpenStack services venv's Python (scripts/testcloud.sh does that):
 
@@ -16,16 +16,21 @@ State layout under DIR (default: .demo/cloud in the repository):
     state.json      ports, PIDs, lifetime, when each server started
     secrets.json    admin and service passwords (0600; kept by wipe so clouds.yaml stays valid)
     clouds.yaml     cloud `ogc-test`, admin in project admin (0600)
-    etc/<svc>/      generated configuration        data/   SQLite databases, fernet keys, images
+    etc/<svc>/      generated configuration        data/   MariaDB's datadir, fernet keys, images
     log/<svc>.log   service log                    log/<svc>-server.log  gunicorn and stderr
     wsgi/           tiny wrappers that clear sys.argv before importing each WSGI app
+    pristine/       the freshly initialised databases (dumps) and keys, restored by the start after a wipe
+
+The databases live in a MariaDB server of the cloud's own (Debian's mariadb-server; mariadb.py): 127.0.0.1
+and a free port, one database and one user per service, as kolla-ansible configures them.
 
 With --with-compute it also runs RabbitMQ, Placement, a read-only Neutron stand-in, nova-conductor,
 nova-scheduler and a nova-compute on a fake virt driver with GPU-like PCI devices, so servers can be
 booted, shelved and deleted (see compute.py); without it nothing of that starts.
 
-Every server runs under coreutils `timeout`, so it stops by itself after --lifetime seconds
-(default 7200, env OGC_TESTCLOUD_LIFETIME) even if nobody calls `stop`.
+Every server runs under supervise.py, which stops it and every process it started (forked workers in
+sessions of their own included) on `stop`, and by itself after --lifetime seconds (default 7200, env
+OGC_TESTCLOUD_LIFETIME) even if nobody calls `stop`.
 Only the Python standard library is needed before keystone is up; the catalog is registered with
 openstacksdk from the same venv.
 """
@@ -37,7 +42,6 @@ import secrets
 import shutil
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -46,12 +50,23 @@ import urllib.error
 import urllib.request
 
 import compute  # scripts/testcloud/compute.py: the optional compute services
+import mariadb  # scripts/testcloud/mariadb.py: the database server
+from logtail import tail
 
 SERVICES = ("keystone", "nova", "glance")
 CLOUD_NAME = "ogc-test"
 REGION = "RegionOne"
 DEFAULT_LIFETIME = 7200
 READY_TIMEOUT = 120
+DATABASE_READY_TIMEOUT = 60
+STOP_GRACE = 10  # seconds a stopped server has before its processes are killed (supervise.py)
+# What the services need running: stopped after them, so they do not log a lost database or broker on the way out.
+BACKENDS = ("mariadb", "rabbitmq", "epmd")
+# What `wipe` forgets and the next start restores from pristine/: the API services' databases and keystone's keys
+# (placement's database is the compute side's, migrated again when it is empty).
+PRISTINE_DATABASES = ("keystone", "nova_api", "nova", "nova_cell0", "glance")
+PRISTINE_FILES = ("fernet-keys", "credential-keys")
+SUPERVISE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervise.py")
 
 WSGI_WRAPPERS = {
     "keystone": "keystone.wsgi.api",
@@ -135,21 +150,13 @@ def http_status(url, timeout=2.0):
         return None
 
 
-def tail(path, lines=15):
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return "".join(handle.readlines()[-lines:])
-    except OSError:
-        return ""
-
-
 # --------------------------------------------------------------------------- migrated schemas
 # Every test cloud's databases start from the same schemas: what keystone-manage db_sync, nova-manage api_db sync and
 # db sync, glance-manage db_sync and placement-manage db sync produce with this venv's versions of the services. The
-# first cloud runs the migrations and keeps each new database file here (before anything of that cloud is in it:
-# keys, users, endpoints, cell mappings and ports are each cloud's own and are made for it as before); the next cloud,
-# in another directory, starts from copies instead of migrating again. The folder is inside the venv and named by
-# the services' versions, so a venv built with other versions never reads these.
+# first cloud runs the migrations and keeps a dump of each database they wrote (mariadb-dump, before anything of that
+# cloud is in it: keys, users, endpoints, cell mappings and ports are each cloud's own and are made for it as before);
+# the next cloud, in another directory, loads those dumps instead of migrating again. The folder is inside the venv
+# and named by the services' versions, so a venv built with other versions never reads these.
 SCHEMA_PACKAGES = ("keystone", "nova", "glance", "openstack-placement")
 
 
@@ -162,25 +169,11 @@ def schema_cache_dir():
             versions.append(f"{package}-{metadata.version(package)}")
         except metadata.PackageNotFoundError:
             versions.append(f"{package}-none")
-    return os.path.join(sys.prefix, "ogc-testcloud-schemas", "_".join(versions))
+    return os.path.join(sys.prefix, "ogc-testcloud-schemas-mariadb", "_".join(versions))
 
 
-def schema_from_cache(name, dest):
-    """Copy the cached migrated database NAME to DEST; False when there is none (then migrate)."""
-    cached = os.path.join(schema_cache_dir(), name + ".sqlite")
-    if not os.path.isfile(cached):
-        return False
-    shutil.copyfile(cached, dest)
-    return True
-
-
-def schema_to_cache(name, src):
-    """Keep the freshly migrated database NAME (written whole, then renamed: clouds may start side by side)."""
-    folder = schema_cache_dir()
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f".{name}.{os.getpid()}.{threading.get_ident()}")
-    shutil.copyfile(src, tmp)
-    os.replace(tmp, os.path.join(folder, name + ".sqlite"))
+def schema_dump(name):
+    return os.path.join(schema_cache_dir(), name + ".sql")
 
 
 # --------------------------------------------------------------------------- the cloud
@@ -199,15 +192,20 @@ class TestCloud:
         self.state = load_json(self.state_path, {})
         self.with_compute = with_compute
         self.compute = compute.Compute(self, **(compute_options or {})) if with_compute else None
+        self.database = mariadb.MariaDB(self.dir, self.data, self.etc, self.logs)
+        self.broker = None  # start: the broker's processes (compute side)
 
     # ---- state ---------------------------------------------------------------
     def save_state(self):
         write_file(self.state_path, json.dumps(self.state, indent=2, sort_keys=True) + "\n")
 
     def secrets(self):
+        """Passwords: admin, the service users (nova, glance) and each database user (<user>_database, added to an
+        older file when missing)."""
         found = load_json(self.secrets_path, None)
-        if found is None:
-            found = {name: secrets.token_urlsafe(18) for name in ("admin", "nova", "glance")}
+        wanted = ("admin", "nova", "glance") + tuple(f"{user}_database" for user in mariadb.USERS)
+        if found is None or not set(wanted) <= set(found):
+            found = dict({name: secrets.token_urlsafe(18) for name in wanted}, **(found or {}))
             write_file(self.secrets_path, json.dumps(found, indent=2) + "\n", 0o600)
         return found
 
@@ -224,7 +222,7 @@ class TestCloud:
     def choose_ports(self):
         old = self.state.get("ports", {})
         ports = {}
-        for svc in SERVICES:
+        for svc in SERVICES + ("mariadb",):
             port = old.get(svc)
             if not port or not port_is_free(port) or port in ports.values():
                 port = free_port(set(ports.values()))
@@ -232,9 +230,8 @@ class TestCloud:
         self.state["ports"] = ports
 
     def db(self, name):
-        # A writer waits up to 60 s for SQLite's lock (the driver's default is 5 s): the nova services share these
-        # files, and on a loaded machine a 5-second wait ends builds in "database is locked".
-        return f"sqlite:///{os.path.join(self.data, name + '.sqlite')}?timeout=60"
+        """The [database] connection of database NAME, as kolla-ansible writes it (mysql+pymysql, its own user)."""
+        return self.database.url(name, self.secrets()[f"{mariadb.DATABASES[name]}_database"])
 
     def authtoken(self, user, password):
         return f"""[keystone_authtoken]
@@ -256,6 +253,7 @@ region_name = {REGION}
         for sub in ("fernet-keys", "credential-keys", "images", "staging", "tasks", "locks"):
             os.makedirs(os.path.join(self.data, sub), exist_ok=True)
         os.makedirs(self.logs, exist_ok=True)
+        self.database.write_config(self.state["ports"]["mariadb"], write_file)
         common = "[oslo_policy]\nenforce_new_defaults = true\n"
 
         write_file(os.path.join(self.etc, "keystone", "keystone.conf"), f"""[DEFAULT]
@@ -354,22 +352,19 @@ clouds:
         if proc.returncode:
             raise CloudError(f"{label}: `{' '.join(argv)}` exited {proc.returncode}; see {log}\n{tail(log)}")
 
-    def wal(self, name):
-        con = sqlite3.connect(os.path.join(self.data, name + ".sqlite"))
-        try:
-            con.execute("PRAGMA journal_mode=WAL")
-        finally:
-            con.close()
-
     def migrate(self, label, names, argv):
-        """Run a schema migration that writes data/<name>.sqlite for each of NAMES, or copy its results from the
-        schema cache (all of them, else the migration runs)."""
-        paths = {name: os.path.join(self.data, name + ".sqlite") for name in names}
-        if all([schema_from_cache(name, path) for name, path in paths.items()]):
+        """Run a schema migration that writes the databases NAMES, or load its results from the schema cache (all of
+        them, else the migration runs; then each is dumped into the cache)."""
+        if all(os.path.isfile(schema_dump(name)) for name in names):
+            for name in names:
+                self.database.load(name, schema_dump(name))
             return
+        for name in names:
+            self.database.empty(name)  # a partial load must not meet the migration
         self.manage(label, argv)
-        for name, path in paths.items():
-            schema_to_cache(name, path)
+        os.makedirs(schema_cache_dir(), exist_ok=True)
+        for name in names:
+            self.database.dump(name, schema_dump(name))
 
     def init_keystone(self):
         conf = ["--config-file", os.path.join(self.etc, "keystone", "keystone.conf")]
@@ -380,7 +375,6 @@ clouds:
         self.manage("keystone", [km, *conf, "credential_setup", "--keystone-user", str(os.getuid()),
                                  "--keystone-group", str(os.getgid())])
         self.bootstrap_keystone()
-        self.wal("keystone")
 
     def bootstrap_keystone(self):
         conf = ["--config-file", os.path.join(self.etc, "keystone", "keystone.conf")]
@@ -401,13 +395,10 @@ clouds:
         self.migrate("nova", ["nova", "nova_cell0"], [nm, *conf, "db", "sync"])
         self.manage("nova", [nm, *conf, "cell_v2", "create_cell", "--name", "cell1",
                              "--database_connection", self.db("nova"), "--transport-url", "fake://"])
-        for name in ("nova_api", "nova", "nova_cell0"):
-            self.wal(name)
 
     def init_glance(self):
         self.migrate("glance", ["glance"], [venv_bin("glance-manage"), "--config-file",
                                           os.path.join(self.etc, "glance", "glance-api.conf"), "db_sync"])
-        self.wal("glance")
 
     def initialise(self):
         errors = []
@@ -415,7 +406,7 @@ clouds:
         def run(func):
             try:
                 func()
-            except CloudError as exc:
+            except (CloudError, mariadb.DatabaseError) as exc:
                 errors.append(str(exc))
 
         threads = [threading.Thread(target=run, args=(f,))
@@ -428,46 +419,73 @@ clouds:
             raise CloudError("initialising the databases failed:\n" + "\n".join(errors))
         self.state["initialised"] = True
         self.state["keystone_url"] = self.url("keystone")
-        # Keep the freshly initialised databases and keys: `start` after `wipe` restores them instead of
-        # running the schema migrations again (they take most of the start-up time).
+        # Keep the freshly initialised databases (dumps) and keys: `start` after `wipe` restores them instead of
+        # running the schema migrations again.
         shutil.rmtree(self.pristine, ignore_errors=True)
-        shutil.copytree(self.data, self.pristine)
+        os.makedirs(self.pristine)
+        for name in PRISTINE_DATABASES:
+            self.database.dump(name, os.path.join(self.pristine, name + ".sql"))
+        for name in PRISTINE_FILES:
+            shutil.copytree(os.path.join(self.data, name), os.path.join(self.pristine, name))
         self.state["pristine_keystone_url"] = self.url("keystone")
         self.save_state()
 
     def restore_pristine(self):
-        shutil.rmtree(self.data, ignore_errors=True)
-        shutil.copytree(self.pristine, self.data)
+        for name in PRISTINE_DATABASES:
+            self.database.load(name, os.path.join(self.pristine, name + ".sql"))
+        for name in PRISTINE_FILES:
+            shutil.rmtree(os.path.join(self.data, name), ignore_errors=True)
+            shutil.copytree(os.path.join(self.pristine, name), os.path.join(self.data, name))
         self.state["initialised"] = True
         self.state["keystone_url"] = self.state["pristine_keystone_url"]
 
     # ---- servers -------------------------------------------------------------
-    def spawn(self, svc):
-        env = dict(os.environ)
-        env.update({
-            "OS_KEYSTONE_CONFIG_DIR": os.path.join(self.etc, "keystone"),
-            "OS_NOVA_CONFIG_DIR": os.path.join(self.etc, "nova"),
-            "OS_GLANCE_CONFIG_DIR": os.path.join(self.etc, "glance"),
-            "PYTHONPATH": os.path.join(self.dir, "wsgi"),
-        })
-        env.pop("OS_CLOUD", None)
-        server_log = os.path.join(self.logs, f"{svc}-server.log")
-        argv = ["timeout", "--kill-after=10", str(int(self.lifetime)),
-                venv_bin("gunicorn"), "--bind", f"127.0.0.1:{self.state['ports'][svc]}",
-                "--workers", "1", "--worker-class", "gthread", "--threads", "4",
-                "--timeout", "300", "--graceful-timeout", "5",
-                "--error-logfile", server_log, "--capture-output",
-                "--access-logfile", os.path.join(self.logs, f"{svc}-access.log"),
-                "--name", f"ogc-testcloud-{svc}",
-                f"ogc_{svc}_app:application"]
-        with open(server_log, "a", encoding="utf-8") as out:
+    def launch(self, name, argv, env=None):
+        """Start server NAME under supervise.py (its lifetime, and every process it starts stopped with it) in a
+        session of its own, output to log/NAME-server.log; records its PID. Every process of the cloud has
+        OGC_TESTCLOUD_DIR=<this cloud's directory> in its environment."""
+        full_env = dict(os.environ)
+        full_env.pop("OS_CLOUD", None)
+        full_env.update(env or {}, OGC_TESTCLOUD_DIR=self.dir)
+        argv = [sys.executable, SUPERVISE, str(int(self.lifetime)), str(STOP_GRACE), "--", *argv]
+        log = os.path.join(self.logs, f"{name}-server.log")
+        with open(log, "a", encoding="utf-8") as out:
             out.write(f"\n--- {time.strftime('%Y-%m-%dT%H:%M:%S')} start: {' '.join(argv)}\n")
             out.flush()
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    cwd=self.dir, env=env, start_new_session=True)
-        self.state.setdefault("pids", {})[svc] = proc.pid
-        self.state.setdefault("started_at", {})[svc] = time.time()
+                                    cwd=self.dir, env=full_env, start_new_session=True)
+        self.state.setdefault("pids", {})[name] = proc.pid
+        self.state.setdefault("started_at", {})[name] = time.time()
         return proc
+
+    def spawn(self, svc):
+        server_log = os.path.join(self.logs, f"{svc}-server.log")
+        return self.launch(svc, [
+            venv_bin("gunicorn"), "--bind", f"127.0.0.1:{self.state['ports'][svc]}",
+            "--workers", "1", "--worker-class", "gthread", "--threads", "4",
+            "--timeout", "300", "--graceful-timeout", "5",
+            "--error-logfile", server_log, "--capture-output",
+            "--access-logfile", os.path.join(self.logs, f"{svc}-access.log"),
+            "--name", f"ogc-testcloud-{svc}",
+            f"ogc_{svc}_app:application"], env={
+                "OS_KEYSTONE_CONFIG_DIR": os.path.join(self.etc, "keystone"),
+                "OS_NOVA_CONFIG_DIR": os.path.join(self.etc, "nova"),
+                "OS_GLANCE_CONFIG_DIR": os.path.join(self.etc, "glance"),
+                "PYTHONPATH": os.path.join(self.dir, "wsgi"),
+            })
+
+    def start_database(self):
+        """The cloud's MariaDB: system tables on first use, the server, every service's database and user."""
+        db = self.database
+        try:
+            db.ensure_installed()
+            db.install()
+            proc = self.launch("mariadb", db.argv())
+            self.save_state()
+            db.wait_ready(proc, time.time() + DATABASE_READY_TIMEOUT, lambda why: self.failed("mariadb", why))
+            db.create_databases({user: self.secrets()[f"{user}_database"] for user in mariadb.USERS})
+        except mariadb.DatabaseError as exc:
+            raise CloudError(str(exc)) from None
 
     def wait_ready(self, svc, proc, deadline):
         url = f"http://127.0.0.1:{self.state['ports'][svc]}{READY_PATHS[svc]}"
@@ -528,7 +546,9 @@ clouds:
         os.makedirs(self.dir, exist_ok=True)
         up = self.running()
         options = self.compute.options() if self.compute else None
-        if set(self.expected()) <= set(up) and self.state.get("compute_options") == options:
+        # A start without --with-compute asks for the API services: a cloud running them, with its compute side or
+        # not, is kept as it is. A start with --with-compute keeps only a cloud started with the same options.
+        if set(self.expected()) <= set(up) and (not self.compute or self.state.get("compute_options") == options):
             print(f"testcloud: already running in {self.dir}")
             self.print_status()
             return 0
@@ -543,32 +563,13 @@ clouds:
             self.compute.write_configs(write_file)
         self.state["with_compute"] = self.with_compute
         self.state["compute_options"] = options
-        self.save_state()
-        if not self.state.get("initialised") and os.path.isdir(self.pristine) and \
-                self.state.get("pristine_keystone_url"):
-            print(f"testcloud: restoring the freshly initialised databases from {self.pristine}", flush=True)
-            self.restore_pristine()
-        if not self.state.get("initialised"):
-            cached = os.path.isdir(schema_cache_dir())
-            print(f"testcloud: initialising databases in {self.data}"
-                  f"{' from the migrated schemas in ' + schema_cache_dir() if cached else ' (migrations)'}", flush=True)
-            self.initialise()
-        if self.state.get("keystone_url") != self.url("keystone"):
-            self.bootstrap_keystone()  # updates the identity endpoint to the new port
-            self.state["keystone_url"] = self.url("keystone")
-        try:
-            if self.compute:
-                self.compute.initialise()
-                broker = self.compute.start_broker()
-        except compute.ComputeError as exc:
-            self.stop(quiet=True)
-            raise CloudError(str(exc)) from None
-        t1 = time.time()
-        procs = {svc: self.spawn(svc) for svc in SERVICES}
         self.state["lifetime"] = self.lifetime
         self.save_state()
-        deadline = time.time() + READY_TIMEOUT
         try:
+            t1 = self.start_databases(t0)
+            procs = {svc: self.spawn(svc) for svc in SERVICES}
+            self.save_state()
+            deadline = time.time() + READY_TIMEOUT
             self.wait_ready("keystone", procs["keystone"], deadline)
             try:
                 self.register_catalog()
@@ -577,8 +578,8 @@ clouds:
             for svc in ("nova", "glance"):
                 self.wait_ready(svc, procs[svc], deadline)
             if self.compute:
-                self.start_compute(broker)
-        except compute.ComputeError as exc:
+                self.start_compute(self.broker)
+        except (compute.ComputeError, mariadb.DatabaseError) as exc:
             self.stop(quiet=True)
             raise CloudError(str(exc)) from None
         except CloudError:
@@ -589,9 +590,30 @@ clouds:
         self.print_status()
         return 0
 
+    def start_databases(self, t0):
+        """MariaDB, the databases restored, initialised or kept, and the compute side's; returns when that was."""
+        self.start_database()
+        print(f"testcloud: MariaDB ready in {time.time() - t0:.1f} s", flush=True)
+        if not self.state.get("initialised") and os.path.isdir(self.pristine) and \
+                self.state.get("pristine_keystone_url"):
+            print(f"testcloud: restoring the freshly initialised databases from {self.pristine}", flush=True)
+            self.restore_pristine()
+        if not self.state.get("initialised"):
+            cached = os.path.isdir(schema_cache_dir())
+            print(f"testcloud: initialising the databases"
+                  f"{' from the migrated schemas in ' + schema_cache_dir() if cached else ' (migrations)'}", flush=True)
+            self.initialise()
+        if self.state.get("keystone_url") != self.url("keystone"):
+            self.bootstrap_keystone()  # updates the identity endpoint to the new port
+            self.state["keystone_url"] = self.url("keystone")
+        if self.compute:
+            self.compute.initialise()
+            self.broker = self.compute.start_broker()
+        return time.time()
+
     def expected(self):
         """Names of the processes a complete start of this kind runs."""
-        return SERVICES + (compute.COMPUTE_SERVICES if self.with_compute else ())
+        return ("mariadb",) + SERVICES + (compute.COMPUTE_SERVICES if self.with_compute else ())
 
     def admin_connection(self):
         import openstack  # the services venv has openstacksdk  # pylint: disable=import-outside-toplevel
@@ -628,29 +650,36 @@ clouds:
               f"PCI configuration {self.compute.nova_pci_from or 'the test cloud own'})")
 
     def stop(self, quiet=False):
+        """Stop every server: the services first, then what they use (BACKENDS). Each server's supervisor stops the
+        server and every process it started (SIGTERM, SIGKILL after STOP_GRACE s) and exits when none is left.
+        Ctrl-C does not cut it short (it is bounded): an interrupted stop would leave MariaDB and RabbitMQ running."""
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         pids = self.state.get("pids", {})
-        for svc, pid in pids.items():
-            if pid_alive(pid):
+        for phase in ([s for s in pids if s not in BACKENDS], [s for s in pids if s in BACKENDS]):
+            for svc in phase:
+                if pid_alive(pids[svc]):
+                    try:
+                        os.kill(pids[svc], signal.SIGTERM)
+                    except ProcessLookupError:
+                        pass
+            deadline = time.time() + STOP_GRACE + 10
+            for svc in phase:
+                pid = pids[svc]
+                while pid_alive(pid) and time.time() < deadline:
+                    time.sleep(0.1)
+                if pid_alive(pid):
+                    # A supervisor that did not finish in time: its own session (start_new_session), the process
+                    # group id is the recorded PID.
+                    try:
+                        os.killpg(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
                 try:
-                    os.kill(pid, signal.SIGTERM)  # timeout forwards it to gunicorn
-                except ProcessLookupError:
+                    os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
                     pass
-        deadline = time.time() + 15
-        for svc, pid in pids.items():
-            while pid_alive(pid) and time.time() < deadline:
-                time.sleep(0.1)
-            if pid_alive(pid):
-                # Our own session (start_new_session): the process group id is the recorded PID.
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            try:
-                os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
-            if not quiet:
-                print(f"testcloud: {svc} (pid {pid}) stopped")
+                if not quiet:
+                    print(f"testcloud: {svc} (pid {pid}) stopped")
         self.state["pids"] = {}
         if os.path.isdir(self.dir) and self.state:
             self.save_state()
@@ -668,7 +697,8 @@ clouds:
         up = self.running()
         started = self.state.get("started_at", {})
         lifetime = self.state.get("lifetime", DEFAULT_LIFETIME)
-        for svc in SERVICES + tuple(n for n in compute.COMPUTE_SERVICES if n in self.state.get("pids", {})):
+        for svc in ("mariadb",) + SERVICES + tuple(n for n in compute.COMPUTE_SERVICES
+                                                   if n in self.state.get("pids", {})):
             port = self.state.get("ports", {}).get(svc)
             if svc not in SERVICES:
                 where = f"port {port}" if port else "(no port)"
@@ -685,7 +715,8 @@ clouds:
                 print(f"  {svc:8} stopped  log {os.path.join(self.logs, svc + '-server.log')}")
         print(f"  clouds.yaml {self.clouds_yaml} (cloud {CLOUD_NAME}); "
               f"export OS_CLIENT_CONFIG_FILE={self.clouds_yaml} OS_CLOUD={CLOUD_NAME}")
-        expected = SERVICES + tuple(n for n in compute.COMPUTE_SERVICES if n in self.state.get("pids", {}))
+        expected = ("mariadb",) + SERVICES + tuple(n for n in compute.COMPUTE_SERVICES
+                                                   if n in self.state.get("pids", {}))
         return 0 if set(expected) <= set(up) else 3
 
     def wipe(self, everything=False):
@@ -697,6 +728,8 @@ clouds:
             keys.append("pristine_keystone_url")
         for path in paths:
             shutil.rmtree(path, ignore_errors=True)
+        if os.path.dirname(self.database.socket) != self.database.datadir:
+            shutil.rmtree(os.path.dirname(self.database.socket), ignore_errors=True)
         for key in keys + ["placement_initialised", "cell_transport_url"]:
             self.state.pop(key, None)
         if os.path.isdir(self.dir):

@@ -82,7 +82,44 @@ def cases():
     quotes["files"]["etc/default/grub"] = quotes["files"]["etc/default/grub"].replace(
         'GRUB_CMDLINE_LINUX_DEFAULT="quiet splash"', 'GRUB_CMDLINE_LINUX_DEFAULT="quiet "\'splash\'')
     out["adjacent-quotes"] = (quotes, {})
+    # Constructs whose effect the editor cannot prove: another file sourced; an assignment inside a conditional.
+    sourced = copy.deepcopy(seed)
+    sourced["files"]["etc/default/grub"] += ". /etc/default/grub.local\n"
+    sourced["files"]["etc/default/grub.local"] = 'GRUB_CMDLINE_LINUX_DEFAULT="iommu=off"\n'
+    out["sourced-file"] = (sourced, {})
+    conditional = copy.deepcopy(seed)
+    conditional["files"]["etc/default/grub"] += 'if [ -e /etc/gpu-node ]; then\n  GRUB_CMDLINE_LINUX_DEFAULT="quiet"\nfi\n'
+    out["conditional"] = (conditional, {})
+    # The GRUB file already carries the plan (edited by hand), but grub.cfg was never regenerated from it.
+    hand = copy.deepcopy(seed)
+    hand["files"]["etc/default/grub"] = hand["files"]["etc/default/grub"].replace(
+        'GRUB_CMDLINE_LINUX_DEFAULT="quiet splash"', 'GRUB_CMDLINE_LINUX_DEFAULT="quiet splash ' + SEED_ARGS + '"')
+    hand["files"]["boot/grub/grub.cfg"] = ("menuentry 'Ubuntu' {\n\tlinux /boot/vmlinuz-5.15.0-86-generic "
+                                           "root=UUID=4b1c9a4e ro quiet splash\n}\n")
+    out["hand-edited"] = (hand, {})
+    # systemd-boot on Debian: kernel-install takes the line from /etc/kernel/cmdline, not from GRUB.
+    sdboot = copy.deepcopy(seed)
+    sdboot["files"]["etc/kernel/cmdline"] = "root=UUID=4b1c9a4e ro quiet splash\n"
+    sdboot["files"]["boot/efi/loader/loader.conf"] = "timeout 3\n"
+    out["systemd-boot"] = (sdboot, {})
+    # A credential on the running kernel line (an iSCSI root): never stored or shown.
+    iscsi = copy.deepcopy(seed)
+    iscsi["cmdline"] += " netroot=iscsi:ogc:" + ISCSI_SECRET + "@10.0.0.5::3260::iqn.2026-01.example:gpu rd.iscsi.password=" \
+        + ISCSI_SECRET
+    out["iscsi-secret"] = (iscsi, {"passthrough_host_allow_reboot": False})
+    # Names and paths from the inventory: a host name that is no file name, a relative plan directory.
+    out["../../escape"] = (copy.deepcopy(seed), {})
+    out["rack1/h1"] = (copy.deepcopy(seed), {})
+    out["relative-plans"] = (copy.deepcopy(seed), {"passthrough_plan_dir": "plans"})
+    # A BMC address with its scheme and a one-letter (wrong) password: the scheme is taken off, the message intact.
+    out["bmc-https-short"] = (copy.deepcopy(seed), {"passthrough_host_bmc_address": "https://BMC/",
+                                                    "passthrough_host_bmc_password": "e"})
+    out["bmc-http"] = (copy.deepcopy(seed), {"passthrough_host_bmc_address": "http://10.0.0.21"})
     return out
+
+
+SEED_ARGS = "iommu=pt vfio-pci.ids=10de:1db4 rd.driver.pre=vfio-pci modprobe.blacklist=nouveau,nvidiafb"
+ISCSI_SECRET = "Zq8-iscsi-Secret"
 
 
 @pytest.fixture(scope="module")
@@ -117,9 +154,10 @@ def run(tmp_path_factory, bmc):
     hosts = {}
     originals = {}
     for name, (fix, extra) in cases().items():
-        root, state = base / "roots" / name, base / "state" / name
+        safe = safe_name(name)
+        root, state = base / "roots" / safe, base / "state" / safe
         state.mkdir(parents=True)
-        fixture_path = base / (name + ".yml")
+        fixture_path = base / (safe + ".yml")
         fixture_path.write_text(yaml.safe_dump(fix))
         subprocess.run([PY, str(REPO / "scripts" / "mock_sysfs.py"), "build", str(fixture_path), str(root)], check=True)
         record = [PY, str(REPO / "scripts" / "record_command.py"), str(state / "calls.jsonl")]
@@ -142,6 +180,8 @@ def run(tmp_path_factory, bmc):
                             passthrough_host_bmc_password="right-password", passthrough_host_bmc_validate_certs=False,
                             passthrough_host_bmc_timeout=5)
         hostvars.update(extra)
+        if hostvars.get("passthrough_host_bmc_address") == "https://BMC/":
+            hostvars["passthrough_host_bmc_address"] = "https://%s/" % bmc
         if hostvars["passthrough_host_reboot_command"] == "NO-EFFECT":
             hostvars["passthrough_host_reboot_command"] = [
                 "sh", "-c", 'mkdir -p "$1/proc/sys/kernel/random" && '
@@ -150,6 +190,11 @@ def run(tmp_path_factory, bmc):
         hosts[name] = hostvars
         grub = root / "etc" / "default" / "grub"
         originals[name] = grub.read_text() if grub.exists() else None
+    # An operator's tighter modes: the plan directory 0700, a plan file 0600 (rewritten by this run).
+    (base / "plans").mkdir(mode=0o700)
+    (base / "plans").chmod(0o700)
+    (base / "plans" / "no-virt.json").write_text("{}\n")
+    (base / "plans" / "no-virt.json").chmod(0o600)
     (base / "state" / "bootcfg-fails" / "fail-update-grub").write_text("/usr/sbin/grub-mkconfig: error: no such device: root.\n")
     (base / "state" / "initramfs-fails" / "fail-update-initramfs").write_text("E: /usr/share/initramfs-tools/hooks/x failed\n")
     inventory = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": PY},
@@ -199,8 +244,13 @@ def run(tmp_path_factory, bmc):
     shutil.rmtree(base, ignore_errors=True)
 
 
+def safe_name(name):
+    """The directory of a case's sandbox (inventory names with '/' or '.' are cases too)."""
+    return name.replace("/", "_").replace(".", "_")
+
+
 def root_of(run, name):
-    return run["base"] / "roots" / name
+    return run["base"] / "roots" / safe_name(name)
 
 
 def failure(run, name):
@@ -212,7 +262,7 @@ def nothing_written(run, name):
     root = root_of(run, name)
     for rel in ("etc/modprobe.d/vfio.conf", "etc/modules-load.d/vfio.conf", "etc/initramfs-tools/modules"):
         assert not (root / rel).exists(), rel
-    assert not (run["base"] / "state" / name / "calls.jsonl").exists()
+    assert not (run["base"] / "state" / safe_name(name) / "calls.jsonl").exists()
     grub = root / "etc" / "default" / "grub"
     assert (grub.read_text() if grub.exists() else None) == run["originals"][name]
 
@@ -331,13 +381,16 @@ def state_of(run, name):
 
 
 def calls(run, name):
-    log = run["base"] / "state" / name / "calls.jsonl"
+    log = run["base"] / "state" / safe_name(name) / "calls.jsonl"
     return [json.loads(line)["name"] for line in log.read_text().splitlines()] if log.exists() else []
 
 
 def test_failed_initramfs_is_remembered_and_retried(run):
     msg = failure(run, "initramfs-fails")
-    assert msg.startswith("initramfs-fails: update-initramfs -u -k all failed") or "update-initramfs" in msg
+    # The command as configured (the sandbox's recorder in front of update-initramfs), its rc and the tool's error.
+    assert msg.startswith("initramfs-fails: "), msg
+    assert " update-initramfs -u -k all failed (rc 1: E: /usr/share/initramfs-tools/hooks/x failed). The host was " \
+        "not rebooted;" in msg, msg
     assert "stays pending" in msg and "/var/lib/open-gpu-cloud/passthrough_host.json" in msg
     first = run["after_first"]["initramfs-fails"]
     assert first["rebooted"] is False and first["state"]["pending"] == ["initramfs"]
@@ -345,7 +398,8 @@ def test_failed_initramfs_is_remembered_and_retried(run):
     assert "initramfs-fails" not in run["second"]["failures"], run["second"]["failures"].get("initramfs-fails")
     assert calls(run, "initramfs-fails").count("update-initramfs") == 1      # the successful run
     assert len((root_of(run, "initramfs-fails") / ".simulated-reboots").read_text().splitlines()) == 1
-    assert state_of(run, "initramfs-fails") == {"pending": [], "reboot": None, "version": 1}
+    state = state_of(run, "initramfs-fails")
+    assert state["pending"] == [] and state["reboot"] is None and state["generated_from"].startswith("sha256:")
 
 
 def test_reboot_without_effect_is_not_repeated(run):
@@ -364,8 +418,10 @@ def test_generated_configuration_without_the_plan_is_not_rebooted(run):
     msg = failure(run, "stale-output")
     assert msg.startswith("stale-output: the boot configuration the tool generated does not carry the planned "
                           "arguments: /boot/grub/custom.cfg default entry lacks iommu=pt")
-    assert "The GRUB files do give them (GRUB_CMDLINE_LINUX from /etc/default/grub line" in msg
-    assert "GRUB_CMDLINE_LINUX_DEFAULT from /etc/default/grub line" in msg and "something overrides the files" in msg
+    assert "The GRUB files give them (GRUB_CMDLINE_LINUX from /etc/default/grub line" in msg
+    assert "GRUB_CMDLINE_LINUX_DEFAULT from /etc/default/grub line" in msg
+    assert "has run on them since they last changed, yet /boot/grub/custom.cfg lacks them: something outside the " \
+           "files overrides them" in msg
     assert not (root_of(run, "stale-output") / ".simulated-reboots").exists()
 
 
@@ -383,3 +439,82 @@ def test_adjacent_quoting_is_refused_with_the_line(run):
     assert msg.startswith("adjacent-quotes: /etc/default/grub line ")
     assert "adjacent quoting or text after the closing quote" in msg
     nothing_written(run, "adjacent-quotes")
+
+
+def test_a_sourced_file_is_refused_with_file_line_and_text_before_anything_is_written(run):
+    msg = failure(run, "sourced-file")
+    assert msg.startswith("sourced-file: /etc/default/grub line 12 (. /etc/default/grub.local): sources another file, "
+                          "whose assignments the editor cannot follow"), msg
+    nothing_written(run, "sourced-file")
+
+
+def test_a_conditional_assignment_is_refused_with_file_line_and_text(run):
+    msg = failure(run, "conditional")
+    assert msg.startswith("conditional: /etc/default/grub line 13 (GRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"): "
+                          "GRUB_CMDLINE_LINUX_DEFAULT is assigned inside a compound command"), msg
+    nothing_written(run, "conditional")
+
+
+def test_a_hand_edited_grub_file_with_a_stale_grub_cfg_is_regenerated_not_stuck(run):
+    # The files already give the plan, so nothing is edited; the tool runs because what it generated lacks them.
+    assert "hand-edited" not in run["failures"], run["failures"].get("hand-edited")
+    assert calls(run, "hand-edited").count("update-grub") == 1
+    assert len((root_of(run, "hand-edited") / ".simulated-reboots").read_text().splitlines()) == 1
+    assert (root_of(run, "hand-edited") / "etc/default/grub").read_text() == run["originals"]["hand-edited"]
+
+
+def test_a_host_booting_through_systemd_boot_is_refused_before_any_write_or_reboot(run):
+    msg = failure(run, "systemd-boot")
+    assert msg.startswith("systemd-boot: this host does not boot through GRUB's defaults: kernel-install / "
+                          "systemd-boot, which takes the kernel command line from /etc/kernel/cmdline"), msg
+    assert "systemd-boot (/boot/efi/loader/loader.conf exists)" in msg and "passthrough_host_boot_loader: grub" in msg
+    assert "iommu=pt" in msg                                       # the arguments to give it by hand
+    nothing_written(run, "systemd-boot")
+    assert not (root_of(run, "systemd-boot") / ".simulated-reboots").exists()
+
+
+def test_a_credential_on_the_kernel_line_is_never_stored_or_shown(run):
+    plan_file = (run["base"] / "plans" / "iscsi-secret.json").read_text()
+    assert ISCSI_SECRET not in plan_file and ISCSI_SECRET not in run["proc"].stdout + run["proc"].stderr
+    facts = json.loads(plan_file)["facts"]["kernel_cmdline"]
+    assert "netroot=iscsi:ogc:********@10.0.0.5::3260::iqn.2026-01.example:gpu" in facts
+    assert "rd.iscsi.password=********" in facts
+    assert "a reboot is needed and passthrough_host_allow_reboot is false" in failure(run, "iscsi-secret")
+
+
+def test_host_names_that_are_not_file_names_are_refused(run):
+    msg = failure(run, "../../escape")
+    assert msg.startswith("Host '../../escape': the inventory host name '../../escape' holds a '/'"), msg
+    assert "Rename the host in the inventory" in msg
+    assert not (run["base"].parent / "escape.json").exists() and not (run["base"] / "escape.json").exists()
+    msg = failure(run, "rack1/h1")
+    assert msg.startswith("Host 'rack1/h1': the inventory host name 'rack1/h1' holds a '/'"), msg
+    assert not (run["base"] / "plans" / "rack1").exists()
+    nothing_written(run, "../../escape")
+
+
+def test_a_relative_plan_directory_is_refused(run):
+    msg = failure(run, "relative-plans")
+    assert "relative-plans: passthrough_plan_dir ('plans') is not an absolute path" in msg, msg
+    assert not (run["base"] / "plans" / "relative-plans.json").exists()
+
+
+def test_a_bmc_address_with_https_is_used_and_a_short_password_does_not_garble_the_message(run):
+    msg = failure(run, "bmc-https-short")
+    assert "refused the user ogc-admin (HTTP 401): wrong user or password" in msg, msg
+    assert "cannot be reached" not in msg and "https://https" not in msg
+    msg = failure(run, "bmc-http")
+    assert "bmc-http: passthrough_host_bmc_address (http://10.0.0.21) uses http://" in msg, msg
+    nothing_written(run, "bmc-http")
+
+
+def test_a_failed_run_gives_the_lock_back(run):
+    for name in ("no-virt", "bootcfg-fails", "initramfs-fails", "systemd-boot"):
+        assert not (root_of(run, name) / "var/lib/open-gpu-cloud/passthrough_host.lock").exists(), name
+
+
+def test_the_operators_modes_of_the_plan_directory_and_files_are_kept(run):
+    assert (run["base"] / "plans").stat().st_mode & 0o777 == 0o700
+    plan = run["base"] / "plans" / "no-virt.json"
+    assert json.loads(plan.read_text())["plan"]["host"] == "no-virt" and plan.stat().st_mode & 0o777 == 0o600
+    assert (run["base"] / "plans" / "bootcfg-fails.json").stat().st_mode & 0o777 == 0o644   # a new file

@@ -25,17 +25,10 @@ import time
 
 import pytest
 
-from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, TestCloudHandle, wait_status
+from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, TestCloudHandle, recap, wait_status
 
 pytestmark = pytest.mark.integration
 GPU_HOSTS = ("consumer-rtx", "intel-t4", "seed-v100")
-RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
-
-
-def recap(out):
-    return {m.group(1): {"ok": int(m.group(2)), "changed": int(m.group(3)), "unreachable": int(m.group(4)),
-                         "failed": int(m.group(5))} for m in RECAP.finditer(out)}
-
 
 class Demo:
     """The demo inventory pointed at a temporary directory."""
@@ -168,23 +161,10 @@ def test_scheduler_places_gpus_where_the_rendered_configuration_says(demo):
     assert providers == selected, providers
     placed = {}
     for number in range(1, len(selected) + 1):
-        # One at a time: the nova services share SQLite files. On a heavily loaded machine (load average 15 on
-        # 2 cores) nova-compute's instance claim can hit "database is locked" and the build ends in "Exceeded
-        # maximum number of retries" or "Unexpected build failure" (as in test_compute_cloud.py): such a build is
-        # deleted and tried again, at most three times in all, after nova-compute's periodic resource update
-        # (every 60 s) has given a claim the failed build left behind back to the PCI pool.
-        faults = []
-        for _attempt in range(3):
-            server = conn.compute.create_server(name=f"gpu-{number}", flavor_id=flavor.id, image_id=image.id,
-                                                networks="none")
-            server = wait_status(conn, server.id, ("ACTIVE", "ERROR"), timeout=240)
-            if server.status == "ACTIVE":
-                break
-            faults.append(server.fault)
-            conn.compute.delete_server(server.id)
-            conn.compute.wait_for_delete(server, wait=180)
-            time.sleep(65)
-        assert server.status == "ACTIVE", faults
+        server = conn.compute.create_server(name=f"gpu-{number}", flavor_id=flavor.id, image_id=image.id,
+                                            networks="none")
+        server = wait_status(conn, server.id, ("ACTIVE", "ERROR"), timeout=240)
+        assert server.status == "ACTIVE", server.fault
         assert server.compute_host == "seed-v100"
         allocations = conn.placement.get(f"/allocations/{server.id}", microversion="1.12").json()["allocations"]
         devices = [conn.placement.get_resource_provider(rp).name for rp, alloc in allocations.items()

@@ -93,3 +93,33 @@ def test_property_layout_keeps_every_group_and_device(sizes):
         assert 0 <= g["x"] and g["x"] + g["width"] <= width and g["y"] + g["height"] <= height
         assert len(g["devices"]) == 0 or g["devices"][-1]["y"] + g["devices"][-1]["height"] <= g["y"] + g["height"]
     assert (width, height) == (0, 0) if not sizes else width > 0 and height > 0
+
+
+def render_markdown(data):
+    """templates/fleet_report.md.j2 as ansible.builtin.template renders it (trim_blocks), with the filters it uses."""
+    import os  # pylint: disable=import-outside-toplevel
+
+    import jinja2  # pylint: disable=import-outside-toplevel
+    from ansible.plugins.filter.core import FilterModule as Core  # pylint: disable=import-outside-toplevel
+
+    from ogc_testlib import ROOT  # pylint: disable=import-outside-toplevel
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(ROOT, "templates")), trim_blocks=True,
+                             undefined=jinja2.StrictUndefined)
+    env.filters.update(Core().filters())
+    env.filters.update(report.FilterModule().filters())
+    return env.get_template("fleet_report.md.j2").render(report=data, ansible_managed="managed")
+
+
+def test_markdown_shows_names_as_text_never_as_html_or_table_cells(seed, planner, host_facts):
+    """An alias name Nova accepts (no ':' or ',') may hold '|' and HTML: the table keeps its columns and the HTML is
+    shown, not rendered."""
+    facts = host_facts("seed-v100")
+    alias = "<img src=x onerror=alert(1)>|v100"
+    plan = planner.passthrough_plan(facts, {"alias_names": {"10de:1db4": alias}}, "seed")
+    text = render_markdown(report.fleet_report([slurped("seed", facts, plan)]))
+    assert "<img" not in text and "&lt;img src=x onerror=alert(1)&gt;\\|v100" in text
+    row = next(line for line in text.splitlines() if "onerror" in line and line.startswith("| "))
+    assert len(row.replace("\\|", "").split("|")) == 7                   # five cells, as the header has
+    plain = render_markdown(report.fleet_report([slurped("seed", *seed)]))
+    assert "| tesla-v100 | Tesla V100 PCIe 16GB | type-PCI | 4 | seed (4) |" in plain

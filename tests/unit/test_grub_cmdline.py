@@ -9,6 +9,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 from contextlib import redirect_stdout
 from pathlib import Path
 
@@ -245,7 +246,7 @@ def test_state_file_is_reported_read_only_and_a_corrupt_one_refused(tmp_path):
     state.write_text(json.dumps({"pending": ["boot_config"], "reboot": None}))
     args = dict(root=str(root), present=["iommu=pt"], state_file="/var/lib/open-gpu-cloud/passthrough_host.json")
     result = run_module(args, check_mode=True)
-    assert result["host_state"] == {"version": 1, "pending": ["boot_config"], "reboot": None}
+    assert result["host_state"] == {"version": 1, "pending": ["boot_config"], "reboot": None, "generated_from": None}
     state.write_text(json.dumps({"pending": ["reboot_now"]}))
     before = tree(root)
     result = run_module(args)
@@ -301,3 +302,127 @@ def test_not_a_file(tmp_path):
     (root / "etc/default/grub").mkdir()
     result = run_module(dict(root=str(root), present=["iommu=pt"]))
     assert result["failed"] is True and "is not a regular file" in result["msg"]
+
+
+# --- the boot-config tool's step: when it must run, written ahead ------------------------------
+
+STATE = "/var/lib/open-gpu-cloud/passthrough_host.json"
+
+
+def generate(root):
+    """What update-grub makes of the files (scripts/simulate_boot_config.py, the sandboxes' stand-in)."""
+    (root / "proc").mkdir(exist_ok=True)
+    (root / "proc/cmdline").write_text("BOOT_IMAGE=/boot/vmlinuz root=/dev/sda1 ro quiet\n")
+    subprocess.run([sys.executable, str(REPO / "scripts" / "simulate_boot_config.py"), str(root / "calls.jsonl"), str(root),
+                    "update-grub"], check=True)
+
+
+def test_the_tool_runs_when_its_output_is_older_than_the_files_and_not_again(tmp_path):
+    """A GRUB file edited by hand with the plan, grub.cfg never regenerated: the module says the tool must run (not
+    stuck), and once it ran on these files (recorded in the state file), not again whatever its output says."""
+    root = layout(tmp_path, "debian12")
+    generate(root)
+    grub = root / "etc/default/grub"
+    grub.write_text(grub.read_text().replace('GRUB_CMDLINE_LINUX_DEFAULT="quiet"',
+                                             'GRUB_CMDLINE_LINUX_DEFAULT="quiet ' + " ".join(PLAN) + '"'))
+    args = dict(root=str(root), present=PLAN, absent=ABSENT, state_file=STATE, backup=False)
+    first = run_module(args)
+    assert first["changed"] is False and first["needs"] == ["boot_config"]
+    assert first["why"].startswith("what it generated lacks the arguments the GRUB files give")
+    # Written ahead although no file changed: the tool's run is pending until it succeeds.
+    assert json.loads((root / STATE.lstrip("/")).read_text())["pending"] == ["boot_config"]
+    state = json.loads((root / STATE.lstrip("/")).read_text())
+    state.update(pending=[], generated_from=first["files_fingerprint"])   # the tool ran, the role recorded it
+    (root / STATE.lstrip("/")).write_text(json.dumps(state))
+    again = run_module(args)
+    assert again["needs"] == [] and again["why"] == ""
+    generate(root)
+    assert run_module(dict(args, state_file=""))["needs"] == []           # its output carries them now
+
+
+def test_the_step_is_written_ahead_of_the_first_file(tmp_path, monkeypatch):
+    root = layout(tmp_path, "ubuntu2404-cloud")
+    seen = []
+    real_move = basic.AnsibleModule.atomic_move
+
+    def move(self, src, dest, *args, **kwargs):
+        seen.append((dest, json.loads((root / STATE.lstrip("/")).read_text())["pending"]))
+        return real_move(self, src, dest, *args, **kwargs)
+
+    monkeypatch.setattr(basic.AnsibleModule, "atomic_move", move)
+    result = run_module(dict(root=str(root), present=PLAN, absent=ABSENT, state_file=STATE, backup=False))
+    assert result["changed"] is True and result["needs"] == ["boot_config"] and result["why"] == "the GRUB files change"
+    assert seen and all(pending == ["boot_config"] for _dest, pending in seen)
+    check = layout(tmp_path / "check", "ubuntu2404-cloud")
+    assert run_module(dict(root=str(check), present=PLAN, state_file=STATE), check_mode=True)["needs"] == ["boot_config"]
+    assert not (check / STATE.lstrip("/")).exists()                       # check mode writes nothing
+
+
+def test_credentials_in_the_files_are_masked_in_results_and_diffs(tmp_path):
+    root = layout(tmp_path, "debian12")
+    grub = root / "etc/default/grub"
+    grub.write_text(grub.read_text().replace('GRUB_CMDLINE_LINUX=""',
+                                             'GRUB_CMDLINE_LINUX="netroot=iscsi:ogc:Zq8-pw@10.0.0.5::3260::iqn.x"'))
+    result = run_module(dict(root=str(root), present=PLAN, backup=False), diff=True)
+    assert result["changed"] is True and "Zq8-pw" not in json.dumps(result)
+    assert "netroot=iscsi:ogc:********@10.0.0.5::3260::iqn.x" in result["before"]
+    assert "Zq8-pw" in grub.read_text()                                  # the file itself is the operator's
+
+
+def test_a_host_booting_otherwise_is_refused_before_anything_is_written(tmp_path):
+    for extra, words in ((("etc/kernel/cmdline", "root=/dev/sda1 ro\n"),),
+                         "kernel-install / systemd-boot, which takes the kernel command line from /etc/kernel/cmdline"), \
+                        ((("efi/EFI/Linux/debian-6.1.efi", "MZ"),), "unified kernel images"), \
+                        ((("etc/kernel/install.conf", "layout=uki\n"),), "kernel-install (/etc/kernel/install.conf sets "
+                                                                          "layout=uki)"), \
+                        ((("sys/firmware/efi/efivars/LoaderInfo-4a67b082-0a4c-41cf-b6c7-440b29bb8c4f",
+                           b"\x06\x00\x00\x00" + "systemd-boot 252.30".encode("utf-16-le") + b"\x00\x00"),),
+                         "the running system was booted by it: LoaderInfo systemd-boot 252.30"):
+        root = layout(tmp_path / str(len(words)), "debian12")
+        for rel, content in extra:
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_bytes(content if isinstance(content, bytes) else content.encode())
+        before = tree(root)
+        result = run_module(dict(root=str(root), present=PLAN, state_file=STATE))
+        assert result["failed"] is True and result["msg"].startswith("this host does not boot through GRUB's defaults")
+        assert words in result["msg"] and "iommu=pt" in result["msg"] and tree(root) == before
+        assert run_module(dict(root=str(root), present=PLAN, boot_loader="grub", backup=False))["changed"] is True
+    # GRUB 2.12 sets LoaderInfo too, naming itself; RHEL's /etc/kernel/cmdline is grub2-mkconfig's own.
+    root = layout(tmp_path / "grub-bli", "debian12")
+    efivar = root / "sys/firmware/efi/efivars/LoaderInfo-4a67b082-0a4c-41cf-b6c7-440b29bb8c4f"
+    efivar.parent.mkdir(parents=True)
+    efivar.write_bytes(b"\x06\x00\x00\x00" + "GRUB 2.12".encode("utf-16-le"))
+    assert run_module(dict(root=str(root), present=PLAN, backup=False))["changed"] is True
+    assert run_module(dict(root=str(layout(tmp_path, "rocky9")), family="RedHat", present=PLAN, backup=False))["rc"] == 0
+
+
+def test_rhel_arguments_only_in_the_bls_entries_are_refused_before_the_rewrite_drops_them(tmp_path):
+    root = layout(tmp_path, "rocky9")
+    entry = next((root / "boot/loader/entries").glob("*el9_3.x86_64.conf"))
+    entry.write_text(entry.read_text().replace("rd.lvm.lv=rl/swap $tuned_params",
+                                               "rd.lvm.lv=rl/swap console=ttyS1,115200 $tuned_params"))
+    before = tree(root)
+    result = run_module(dict(root=str(root), family="RedHat", present=PLAN, absent=["iommu=off"]))
+    assert result["failed"] is True and tree(root) == before
+    assert result["msg"].startswith("grub2-mkconfig --update-bls-cmdline would drop arguments that boot entries have "
+                                    "on their own: /boot/loader/entries/" + entry.name + " has console=ttyS1,115200")
+    assert "Add them to GRUB_CMDLINE_LINUX in /etc/default/grub" in result["msg"]
+    # An argument the plan removes anyway (iommu=off) is no reason to refuse: the rewrite is meant to drop it.
+    entry.write_text(entry.read_text().replace(" console=ttyS1,115200", " iommu=off"))
+    assert run_module(dict(root=str(root), family="RedHat", present=PLAN, absent=["iommu=off"], backup=False))["rc"] == 0
+
+
+def test_the_override_warning_comes_with_the_edit_not_on_every_run(tmp_path):
+    from ansible.module_utils.common import warnings  # pylint: disable=import-outside-toplevel
+
+    root = layout(tmp_path, "ubuntu2404-cloud")
+    first = run_module(dict(root=str(root), present=PLAN, absent=ABSENT, backup=False))
+    assert first["changed"] is True and "overrides it; the arguments went to the latter" in json.dumps(first["warnings"])
+    warnings._global_warnings.clear()  # pylint: disable=protected-access - each real module run is a new process
+    again = run_module(dict(root=str(root), present=PLAN, absent=ABSENT, backup=False))
+    assert again["changed"] is False and again["overridden"] == first["overridden"]
+    assert "overrides it" not in json.dumps(again.get("warnings", []))
+    # A drop-in that appends to the value ($NAME) does not override it: no warning at all.
+    operator = layout(tmp_path, "ubuntu2404-cloud-operator")
+    result = run_module(dict(root=str(operator), present=PLAN, absent=ABSENT, backup=False))
+    assert "/etc/default/grub.d/50-cloudimg-settings.cfg line" not in " ".join(result["overridden"])

@@ -393,12 +393,14 @@ def test_module_needs_only_from_changed_entries(capsys, tmp_path):
 STATE_FILE = "/var/lib/open-gpu-cloud/passthrough_host.json"
 
 
-def test_module_reports_the_state_file_read_only(capsys, tmp_path):
-    result = run_module(capsys, {"root": str(tmp_path), "files": VFIO, "state_file": STATE_FILE})
-    assert result["host_state"] == {"version": 1, "pending": [], "reboot": None}
-    assert not (tmp_path / STATE_FILE.lstrip("/")).exists()
+def test_module_reports_the_state_file_and_writes_the_step_ahead(capsys, tmp_path):
     state = tmp_path / STATE_FILE.lstrip("/")
-    state.parent.mkdir(parents=True)
+    check = run_module(capsys, {"root": str(tmp_path), "files": VFIO, "state_file": STATE_FILE}, check_mode=True)
+    assert check["needs"] == ["initramfs"] and not state.exists()             # check mode writes nothing
+    result = run_module(capsys, {"root": str(tmp_path), "files": VFIO, "state_file": STATE_FILE})
+    # As read before the run; the rebuild the new files need was marked pending before the first was written.
+    assert result["host_state"] == {"version": 1, "pending": [], "reboot": None, "generated_from": None}
+    assert json.loads(state.read_text())["pending"] == ["initramfs"]
     state.write_text(json.dumps({"pending": ["initramfs"], "reboot": {"boot_id": "b", "fingerprint": "f"}}))
     before = state.read_bytes()
     result = run_module(capsys, {"root": str(tmp_path), "files": VFIO, "state_file": STATE_FILE})

@@ -304,6 +304,10 @@ def test_policy_keep_on_host_gpu_and_unsafe_interrupts_and_amd_iommu_on(planner,
     ({"alias_names": ["v100"]}, r"alias_names must map"),
     ({"vendors": ["nvidia"]}, r"vendors has 'nvidia'"),
     ({"vendors": "10de"}, r"vendors must be a list"),
+    # An empty list does not mean "the default vendors": it would select nothing.
+    ({"vendors": []}, r"passthrough_policy.vendors is empty: no GPU vendor would be considered \(an empty list does "
+                      r"not mean the default vendors\)\. Remove the key for the default"),
+    ({"vendors": None}, r"passthrough_policy.vendors is empty"),
     ({"colour": "green"}, r"unknown passthrough_policy key\(s\) colour"),
     # YAML made numbers of unquoted IDs and addresses: vendors: [0x10de] is the int 4318.
     ({"vendors": [4318]}, r"passthrough_policy.vendors entry 4318 is a number, not a string .*: quote it, e.g. '10de'"),

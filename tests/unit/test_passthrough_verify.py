@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from ogc_testlib import load_source
@@ -232,8 +232,7 @@ def test_a_plan_applied_to_the_facts_it_describes_has_no_problem(facts):
 @given(hosts(), st.data())
 def test_removing_a_selected_device_yields_exactly_its_device_missing(facts, data):
     plan = planner.passthrough_plan(facts, {}, "h")
-    if not plan["selected"]:
-        return
+    assume(plan["selected"])  # a host with nothing selected has nothing to remove: not a case of this property
     address = data.draw(st.sampled_from([s["address"] for s in plan["selected"]]))
     problems = passthrough_verify.verify(without(bound(facts, plan), address), plan, "h")
     assert [(p["cause"], p["address"]) for p in problems] == [("device_missing", address)]

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ogc_testlib import PCI_IDS, ROOT
+from ogc_testlib import PCI_IDS, ROOT, openstack_python
 
 import ansible.module_utils.pci_alias as pci_alias  # noqa: E402  (module_utils is on the path: tests/unit/conftest.py)
 import ansible.module_utils.pci_ids as pci_ids  # noqa: E402
@@ -170,12 +170,6 @@ TRICKY = ["tesla-v100", "rtx-a4000", "my gpu", "GPU_1.x", "a\tb", "é", "a" * 25
           "a,b", " x", "x ", "\tx", "x\n", ":", ",", "v100:2", "1", "-", "a/b", "a=b", "a;b"]
 
 
-def _openstack_python():
-    venv = subprocess.run([os.path.join(ROOT, "scripts", "openstack-venv.sh")], check=True, capture_output=True,
-                          text=True).stdout.strip().splitlines()[-1]
-    return os.path.join(venv, "bin", "python")
-
-
 def test_alias_rule_is_novas_own(pci_ids_db):
     """Nova's code decides: every name the rule accepts works in Nova end to end, every name it refuses does not.
 
@@ -186,7 +180,7 @@ def test_alias_rule_is_novas_own(pci_ids_db):
     assert len(derived) > 1000 and all(pci_alias.alias_name_error(d) is None for d in derived)
     derived = derived[::20]
     names = TRICKY + derived
-    proc = subprocess.run([_openstack_python(), os.path.join(ROOT, "tests", "helpers", "nova_alias_oracle.py")],
+    proc = subprocess.run([openstack_python(), os.path.join(ROOT, "tests", "helpers", "nova_alias_oracle.py")],
                           input=json.dumps(names), capture_output=True, text=True, check=True, cwd="/", timeout=300)
     nova = dict(zip(names, json.loads(proc.stdout.splitlines()[-1])))
     ours = {name: pci_alias.alias_name_error(name) is None for name in names}

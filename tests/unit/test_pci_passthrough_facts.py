@@ -298,3 +298,43 @@ def test_without_a_database_names_are_null(fixture_host, facts_module):
     assert facts["pci_ids"] is None
     assert all(d["vendor_name"] is None and d["device_name"] is None and d["subsystem_name"] is None
                for d in facts["devices"])
+
+
+def test_a_directory_that_cannot_be_read_is_named_not_reported_missing(copy_of, facts_module, monkeypatch):
+    """A device directory of a capture that discovery may not search (mode 0, another owner): permission denied on
+    it, not "class is missing" (root reads it regardless, so the denial is the system call's answer, mocked here)."""
+    root = copy_of()
+    blocked = dev_dir(root)
+    real_lstat = os.lstat
+
+    def lstat(path, *args, **kwargs):
+        if os.fspath(path).startswith(blocked + os.sep):
+            raise PermissionError(13, "Permission denied", path)
+        return real_lstat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", lstat)
+    with pytest.raises(facts_module.DiscoveryError) as exc:
+        facts_module.discover(str(root / "sys"), str(root / "proc"))
+    assert str(exc.value).startswith(f"cannot read {blocked}/")
+    assert "Permission denied; run discovery as root or fix the permissions" in str(exc.value)
+    assert "is missing" not in str(exc.value)
+
+
+def test_a_dangling_iommu_group_link_is_not_an_active_iommu(copy_of, facts_module):
+    """A capture whose iommu_groups directory is gone but whose devices still link to groups: refused, naming the
+    link, instead of planning as if the IOMMU were on."""
+    root = copy_of("intel-pre-iommu")
+    device = dev_dir(root, "0000:00:00.0")
+    os.symlink("../../../kernel/iommu_groups/7", os.path.join(device, "iommu_group"))
+    with pytest.raises(facts_module.DiscoveryError) as exc:
+        facts_module.discover(str(root / "sys"), str(root / "proc"))
+    assert str(exc.value).startswith(f"{device}/iommu_group points to ../../../kernel/iommu_groups/7, which does not "
+                                     "exist: the tree is inconsistent")
+
+
+def test_credentials_on_the_running_line_are_masked_in_the_facts(copy_of, facts_module):
+    root = copy_of()
+    cmdline = root / "proc" / "cmdline"
+    cmdline.write_text(cmdline.read_text().strip() + " netroot=iscsi:ogc:Zq8-pw@10.0.0.5::3260::iqn.x\n")
+    facts = facts_module.discover(str(root / "sys"), str(root / "proc"))
+    assert facts["kernel_cmdline"][-1] == "netroot=iscsi:ogc:********@10.0.0.5::3260::iqn.x"

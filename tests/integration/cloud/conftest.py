@@ -1,7 +1,8 @@
 """The real test cloud (Keystone, Nova API, Glance API from scripts/testcloud.sh), once per session.
 
 Start-up installs the services' venv on a fresh clone (scripts/openstack-venv.sh, ~2 min), then takes
-~30-50 s (SQLite schemas). Every server stops by itself after 30 minutes even if the session dies.
+MariaDB and the schemas loaded from the cache (migrated once per services' versions), then the servers.
+Every server stops by itself after 30 minutes even if the session dies.
 """
 
 from __future__ import annotations

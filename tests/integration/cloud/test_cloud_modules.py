@@ -1,6 +1,7 @@
 """os_flavors, os_quotas and playbooks/cloud.yml against the real test cloud (Keystone + Nova API).
 
-One test cloud per session (conftest). The tests run in file order; the last one wipes the databases.
+One test cloud per session (conftest). No test relies on another: each makes the flavors, projects and images it
+reads, under names of its own, and one of them wipes the databases on its way.
 """
 
 from __future__ import annotations
@@ -22,6 +23,12 @@ FLAVORS = [
     {"name": "it_ci_medium", "id": "it_ci_medium", "vcpus": 4, "ram": 8192, "disk": 60},
     {"name": "it_team", "vcpus": 2, "ram": 4096, "disk": 10, "is_public": False, "projects": ["it-research"]},
 ]
+
+
+def own(flavors, tag):
+    """FLAVORS under names (and declared IDs) of one test's own: it_gpu_tiny -> it_<tag>_gpu_tiny."""
+    return [dict(f, name=f"it_{tag}_{f['name'][3:]}", **({"id": f"it_{tag}_{f['id'][3:]}"} if "id" in f else {}))
+            for f in flavors]
 
 
 def flavors_task(name, flavors, check=False, **options):
@@ -53,8 +60,9 @@ def server_flavors(conn, prefix="it_"):
     return {f.name: f for f in conn.compute.flavors(details=True, is_public=None) if f.name.startswith(prefix)}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def conn(testcloud):
+    """An admin connection, and project it-research (the flavors' access and the quotas name it)."""
     connection = testcloud.connect()
     if connection.identity.find_project("it-research") is None:
         connection.identity.create_project(name="it-research", domain_id="default")
@@ -89,7 +97,7 @@ def test_create_again_check_mode(testcloud, conn, tmp_path):
 
     # What the server holds: the first declaration; check mode wrote nothing.
     found = server_flavors(conn)
-    assert sorted(found) == ["it_ci_medium", "it_gpu_tiny", "it_team"]
+    assert {"it_ci_medium", "it_gpu_tiny", "it_team"} <= set(found) and "it_ci_large" not in found
     assert found["it_gpu_tiny"].extra_specs == GPU1
     assert found["it_ci_medium"].id == "it_ci_medium"
     assert found["it_team"].is_public is False
@@ -101,22 +109,29 @@ def test_create_again_check_mode(testcloud, conn, tmp_path):
 
 
 def test_change_in_place_and_recreate(testcloud, conn, tmp_path):
-    before = server_flavors(conn)
-    changed = [dict(FLAVORS[0], extra_specs={"pci_passthrough:alias": "tesla-v100:2", "hw:hide_hypervisor_id": True}),
-               dict(FLAVORS[1], ram=16384), FLAVORS[2]]
+    flavors = own(FLAVORS, "chg")
+    rc, res, out = testcloud.tasks(tmp_path, [
+        flavors_task("create", flavors),
+        quotas_task("quotas", None, [{"project": "it-research", "instances": 24}]),
+    ], name="create.yml")
+    assert rc == 0 and res["create"]["created"] == [f["name"] for f in flavors], out
+    before = server_flavors(conn, "it_chg_")
+    changed = [dict(flavors[0], extra_specs={"pci_passthrough:alias": "tesla-v100:2", "hw:hide_hypervisor_id": True}),
+               dict(flavors[1], ram=16384), flavors[2]]
     rc, res, out = testcloud.tasks(tmp_path, [
         flavors_task("change", changed, recreate_on_change=True),
         quotas_task("quotas change", None, [{"project": "it-research", "instances": 25}]),
     ])
     assert rc == 0, out
     assert res["change"]["changed"] is True
-    assert res["change"]["updated"] == ["it_gpu_tiny"] and res["change"]["recreated"] == ["it_ci_medium"]
-    assert res["change"]["changes"]["it_ci_medium"] == ["recreate: ram: 8192 -> 16384"]
+    assert res["change"]["updated"] == ["it_chg_gpu_tiny"] and res["change"]["recreated"] == ["it_chg_ci_medium"]
+    assert res["change"]["changes"]["it_chg_ci_medium"] == ["recreate: ram: 8192 -> 16384"]
     assert res["quotas change"]["updated"] == ["project it-research"]
-    after = server_flavors(conn)
-    assert after["it_gpu_tiny"].id == before["it_gpu_tiny"].id  # extra specs changed in place
-    assert after["it_gpu_tiny"].extra_specs == {"pci_passthrough:alias": "tesla-v100:2", "hw:hide_hypervisor_id": "true"}
-    assert after["it_ci_medium"].ram == 16384 and after["it_ci_medium"].id == "it_ci_medium"  # declared id kept
+    after = server_flavors(conn, "it_chg_")
+    assert after["it_chg_gpu_tiny"].id == before["it_chg_gpu_tiny"].id  # extra specs changed in place
+    assert after["it_chg_gpu_tiny"].extra_specs == {"pci_passthrough:alias": "tesla-v100:2",
+                                                    "hw:hide_hypervisor_id": "true"}
+    assert after["it_chg_ci_medium"].ram == 16384 and after["it_chg_ci_medium"].id == "it_chg_ci_medium"  # declared id
     assert conn.compute.get_quota_set(conn.identity.find_project("it-research").id).instances == 25
 
 
@@ -127,11 +142,14 @@ def closed_port():
 
 
 def test_bad_input_fails_clearly_and_writes_nothing(testcloud, conn, tmp_path):
+    tiny = own(FLAVORS[:1], "bad")[0]
+    rc, res, out = testcloud.tasks(tmp_path, [flavors_task("create", [tiny])], name="create.yml")
+    assert rc == 0 and not res["create"].get("failed"), out
     state = {n: (f.id, f.ram, dict(f.extra_specs)) for n, f in server_flavors(conn).items()}
+    default_instances = conn.compute.get_quota_class_set("default").instances
     wrong_password = {"auth_url": conn.auth["auth_url"], "username": "admin", "password": "not-the-password",
                       "project_name": "admin", "user_domain_name": "Default", "project_domain_name": "Default"}
     unreachable = dict(wrong_password, auth_url=f"http://127.0.0.1:{closed_port()}/v3")
-    tiny = FLAVORS[0]
     rc, res, out = testcloud.tasks(tmp_path, [
         failing(flavors_task("malformed", [dict(tiny, extra_specs={"pci_passthrough:alias": "tesla-v100:abc"})])),
         failing(flavors_task("unknown alias", [dict(tiny, extra_specs={"pci_passthrough:alias": "a100:1"})])),
@@ -145,12 +163,12 @@ def test_bad_input_fails_clearly_and_writes_nothing(testcloud, conn, tmp_path):
     assert rc == 0, out  # every failure was ignored, none crashed
     msgs = {name: r["msg"] for name, r in res.items()}
     assert all(r.get("failed") for r in res.values()), msgs
-    assert msgs["malformed"].startswith("invalid flavor declaration, nothing was written: flavors[0] (it_gpu_tiny): "
+    assert msgs["malformed"].startswith("invalid flavor declaration, nothing was written: flavors[0] (it_bad_gpu_tiny): "
                                         "extra spec pci_passthrough:alias='tesla-v100:abc' is malformed")
     assert "asks for PCI alias 'a100', which no GPU host provides (aliases in the passthrough plans: tesla-v100)" \
         in msgs["unknown alias"]
-    assert msgs["immutable"].startswith("nothing was written: flavor it_gpu_tiny: vcpus: 4 -> 8 cannot change in "
-                                        "place")
+    assert msgs["immutable"].startswith("nothing was written: flavor it_bad_gpu_tiny: vcpus: 4 -> 8 cannot change "
+                                        "in place")
     assert msgs["negative"] == ("invalid quota declaration, nothing was written: default_class: instances=-5 is "
                                 "negative; use -1 for unlimited or a value >= 0")
     assert msgs["wrong password"].startswith(f"authentication to auth_url {conn.auth['auth_url']} failed (wrong user, "
@@ -160,17 +178,20 @@ def test_bad_input_fails_clearly_and_writes_nothing(testcloud, conn, tmp_path):
     assert msgs["unknown cloud"].startswith("cannot configure the connection to cloud 'nope': Cloud nope was not found")
     assert "Traceback" not in out
     assert {n: (f.id, f.ram, dict(f.extra_specs)) for n, f in server_flavors(conn).items()} == state
-    assert conn.compute.get_quota_class_set("default").instances == 15
+    assert conn.compute.get_quota_class_set("default").instances == default_instances
 
 
 def test_server_error_halfway_then_rerun_finishes(testcloud, conn, tmp_path):
     # The second flavor asks for an ID another flavor already has: Nova answers 409 halfway through the list.
+    taken = {"name": "it_half_taken", "id": "it_half_taken", "vcpus": 1, "ram": 512}
     clash = [{"name": "it_half_a", "vcpus": 1, "ram": 512},
-             {"name": "it_half_b", "id": "it_ci_medium", "vcpus": 1, "ram": 512},
+             {"name": "it_half_b", "id": "it_half_taken", "vcpus": 1, "ram": 512},
              {"name": "it_half_c", "vcpus": 1, "ram": 512}]
     fixed = [clash[0], dict(clash[1], id="it_half_b"), clash[2]]
-    rc, res, out = testcloud.tasks(tmp_path, [failing(flavors_task("clash", clash)), flavors_task("fixed", fixed)])
+    rc, res, out = testcloud.tasks(tmp_path, [flavors_task("taken", [taken]), failing(flavors_task("clash", clash)),
+                                              flavors_task("fixed", fixed)])
     assert rc == 0, out
+    assert res["taken"]["created"] == ["it_half_taken"]
     failed = res["clash"]
     assert failed["failed"] is True and failed["changed"] is True
     assert failed["msg"].startswith("creating flavor it_half_b failed: ")
@@ -181,17 +202,19 @@ def test_server_error_halfway_then_rerun_finishes(testcloud, conn, tmp_path):
 
 
 def test_prune_removes_only_matching_undeclared(testcloud, conn, tmp_path):
+    kept = {"name": "it_pr_kept", "vcpus": 1, "ram": 512}  # undeclared below, but no pattern matches it
+    made = [{"name": f"it_pr_{x}", "vcpus": 1, "ram": 512} for x in "abc"]
     rc, res, out = testcloud.tasks(tmp_path, [
-        flavors_task("prune check", [{"name": "it_half_a", "vcpus": 1, "ram": 512}], check=True, prune=True,
-                     prune_patterns=["it_half_*"]),
-        flavors_task("prune", [{"name": "it_half_a", "vcpus": 1, "ram": 512}], prune=True,
-                     prune_patterns=["it_half_*"]),
+        flavors_task("create", [kept] + made),
+        flavors_task("prune check", made[:1], check=True, prune=True, prune_patterns=["it_pr_?"]),
+        flavors_task("prune", made[:1], prune=True, prune_patterns=["it_pr_?"]),
     ])
     assert rc == 0, out
-    assert res["prune check"]["deleted"] == ["it_half_b", "it_half_c"]
-    assert res["prune"]["deleted"] == ["it_half_b", "it_half_c"]
-    left = server_flavors(conn)
-    assert "it_half_a" in left and "it_half_b" not in left and "it_gpu_tiny" in left
+    assert res["create"]["created"] == ["it_pr_kept", "it_pr_a", "it_pr_b", "it_pr_c"]
+    assert res["prune check"]["deleted"] == ["it_pr_b", "it_pr_c"]
+    assert res["prune"]["deleted"] == ["it_pr_b", "it_pr_c"]
+    left = server_flavors(conn, "it_pr_")
+    assert sorted(left) == ["it_pr_a", "it_pr_kept"]
 
 
 MARK = "managed by open-gpu-cloud allow-list"

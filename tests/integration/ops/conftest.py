@@ -1,8 +1,8 @@
 """The test cloud WITH compute services (scripts/testcloud.sh start --with-compute), once per session.
 
 RabbitMQ, Placement, nova-conductor, nova-scheduler and a fake nova-compute (two Tesla V100 on host
-ogc-gpu-1) beside Keystone, Nova API and Glance. A fresh start takes ~1.5-3 min on 2 busy cores (SQLite
-schemas, then ~50 s of services); every server stops by itself after 30 minutes even if the session dies.
+ogc-gpu-1) beside Keystone, Nova API and Glance, all on the cloud's MariaDB. Every server stops by itself after
+30 minutes even if the session dies.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from ogc_testlib import wait_status
+from ogc_testlib import enable_compute_service, wait_status
 
 pytestmark = pytest.mark.integration
 
@@ -23,10 +23,23 @@ def wait_gone(conn, server_id, timeout=120):
         time.sleep(1)
 
 
-@pytest.fixture(scope="module")
-def world(compute_cloud):
-    """Projects ci and scratch, a tiny image, a plain flavor and five ACTIVE servers."""
+@pytest.fixture
+def cloud(compute_cloud):
+    """Admin connection, a tiny image, a plain flavor (made when missing: no test relies on another's), and the
+    compute host ogc-gpu-1 enabled (the drain tests leave it disabled)."""
     admin = compute_cloud.connect()
+    enable_compute_service(admin, "ogc-gpu-1")
+    image = admin.image.find_image("it-tiny") or admin.image.create_image(
+        name="it-tiny", disk_format="raw", container_format="bare", data=b"\0" * 65536, visibility="public")
+    flavor = admin.compute.find_flavor("it_plain") or admin.compute.create_flavor(name="it_plain", vcpus=1, ram=512,
+                                                                                   disk=1)
+    return {"admin": admin, "image": image, "flavor": flavor}
+
+
+@pytest.fixture
+def world(compute_cloud, cloud):
+    """Projects ci and scratch and five ACTIVE servers of this test's own, deleted afterwards."""
+    admin, image, flavor = cloud["admin"], cloud["image"], cloud["flavor"]
     role = admin.identity.find_role("admin", ignore_missing=False)
     me = admin.identity.find_user("admin", domain_id="default", ignore_missing=False)
     conns = {"admin": admin}
@@ -35,32 +48,28 @@ def world(compute_cloud):
             admin.identity.create_project(name=name, domain_id="default")
         admin.identity.assign_project_role_to_user(project, me, role)
         conns[name] = compute_cloud.connect(project=name)
-    image = admin.image.find_image("it-tiny") or admin.image.create_image(
-        name="it-tiny", disk_format="raw", container_format="bare", data=b"\0" * 65536, visibility="public")
-    flavor = admin.compute.find_flavor("it_plain") or admin.compute.create_flavor(name="it_plain", vcpus=1, ram=512,
-                                                                                   disk=1)
     wanted = [("ci", "ci-old", {}), ("ci", "ci-exempt", {"ogc:exempt": "true"}),
               ("ci", "ci-kept", {"ogc:expires": "2099-01-01"}), ("scratch", "scratch-old", {}),
               ("admin", "admin-vm", {})]
-    servers = {}
-    # One at a time: every nova service shares SQLite files, and parallel builds can hit "database is locked".
-    # A build that fails on the simulated compute (seen once in a dozen runs on a loaded machine) is retried
-    # once; the lifetimes tests need five running servers, not a perfect fake hypervisor.
-    for project, name, metadata in wanted:
-        faults = []
-        for _attempt in range(2):
-            server = conns[project].compute.create_server(name=name, flavor_id=flavor.id, image_id=image.id,
-                                                          networks="none", metadata=metadata)
-            server = wait_status(admin, server.id, ("ACTIVE", "ERROR"), timeout=120)
-            if server.status == "ACTIVE":
-                break
-            faults.append((server.status, server.fault))
-            admin.compute.delete_server(server.id)
-            admin.compute.wait_for_delete(server, wait=120)
-        assert server.status == "ACTIVE", (name, faults)
-        servers[name] = server.id
-    return {"admin": admin, "servers": servers, "image": image, "project_ids": {
-        n: admin.identity.find_project(n, domain_id="default").id for n in ("ci", "scratch")}}
+    # All five built at once: a build that fails is a failure of the test.
+    created = {name: conns[project].compute.create_server(name=name, flavor_id=flavor.id, image_id=image.id,
+                                                         networks="none", metadata=metadata).id
+               for project, name, metadata in wanted}
+    try:
+        for name, server_id in created.items():
+            server = wait_status(admin, server_id, ("ACTIVE", "ERROR"), timeout=120)
+            assert server.status == "ACTIVE", (name, server.status, server.fault)
+        yield {"admin": admin, "servers": created}
+    finally:
+        delete_servers(admin, created.values())
+
+
+def delete_servers(admin, server_ids):
+    """Delete these servers (those still there) and wait until Nova no longer lists them."""
+    for server_id in server_ids:
+        admin.compute.delete_server(server_id, ignore_missing=True)
+    for server_id in server_ids:
+        assert wait_gone(admin, server_id) is None, server_id
 
 
 def test_lifetimes_check_shelve_delete_idempotent(compute_cloud, world, tmp_path):
@@ -118,31 +127,44 @@ def test_lifetimes_check_shelve_delete_idempotent(compute_cloud, world, tmp_path
     assert "nothing was changed" in unknown["msg"]
 
 
-def test_gpu_alias_through_the_scheduler(world):
+def gpu_flavor(admin, name, alias):
+    found = admin.compute.find_flavor(name)
+    if found is None:
+        found = admin.compute.create_flavor(name=name, vcpus=1, ram=512, disk=1)
+        admin.compute.create_flavor_extra_specs(found, {"pci_passthrough:alias": alias})
+    return found
+
+
+@pytest.fixture
+def v100_server(cloud):
+    """A server of a flavor asking for one Tesla V100 (the fake host has two), ACTIVE; deleted afterwards."""
+    admin = cloud["admin"]
+    server = admin.compute.create_server(name="gpu-v100", flavor_id=gpu_flavor(admin, "it_v100", "tesla-v100:1").id,
+                                         image_id=cloud["image"].id, networks="none")
+    try:
+        yield wait_status(admin, server.id, ("ACTIVE", "ERROR"))
+    finally:
+        delete_servers(admin, [server.id])
+
+
+def test_gpu_alias_through_the_scheduler(cloud, v100_server):
     """A flavor asking for a GPU the compute host has lands on it; one asking for a GPU nobody has fails."""
-    admin, image = world["admin"], world["image"]
-
-    def flavor(name, alias):
-        found = admin.compute.find_flavor(name)
-        if found is None:
-            found = admin.compute.create_flavor(name=name, vcpus=1, ram=512, disk=1)
-            admin.compute.create_flavor_extra_specs(found, {"pci_passthrough:alias": alias})
-        return found
-
-    v100 = admin.compute.create_server(name="gpu-v100", flavor_id=flavor("it_v100", "tesla-v100:1").id,
-                                       image_id=image.id, networks="none")
-    landed = wait_status(admin, v100.id, ("ACTIVE", "ERROR"))
-    assert landed.status == "ACTIVE", landed.fault
-    assert landed.compute_host == "ogc-gpu-1"
-    rtx = admin.compute.create_server(name="gpu-rtx", flavor_id=flavor("it_rtx", "rtx-2080ti:1").id,
-                                      image_id=image.id, networks="none")
-    failed = wait_status(admin, rtx.id, ("ACTIVE", "ERROR"))
-    assert failed.status == "ERROR"
-    assert "No valid host was found" in failed.fault["message"]
+    admin = cloud["admin"]
+    assert v100_server.status == "ACTIVE", v100_server.fault
+    assert v100_server.compute_host == "ogc-gpu-1"
+    rtx = admin.compute.create_server(name="gpu-rtx", flavor_id=gpu_flavor(admin, "it_rtx", "rtx-2080ti:1").id,
+                                      image_id=cloud["image"].id, networks="none")
+    try:
+        failed = wait_status(admin, rtx.id, ("ACTIVE", "ERROR"))
+        assert failed.status == "ERROR"
+        assert "No valid host was found" in failed.fault["message"]
+    finally:
+        delete_servers(admin, [rtx.id])
 
 
-def test_nova_pci_view_from_placement(compute_cloud, world, tmp_path):
-    """os_pci_inventory: the fake host's two V100 are counted in placement, one used by gpu-v100."""
+def test_nova_pci_view_from_placement(compute_cloud, v100_server, tmp_path):
+    """os_pci_inventory: the fake host's two V100 are counted in placement, one used by this test's server."""
+    assert v100_server.status == "ACTIVE", v100_server.fault
     rc, results, raw = compute_cloud.tasks_in_order(tmp_path, [
         {"name": "view", "os_pci_inventory": {"cloud": "ogc-test"}, "check_mode": True}])
     assert rc == 0, raw

@@ -9,10 +9,11 @@ import os
 import subprocess
 import time
 
+import openstack
 import pytest
 import yaml
 
-from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, load_source
+from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, compute_service, enable_compute_service, load_source, wait_status
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +32,7 @@ def wait_for(what, predicate, timeout=180):
 
 
 def service(conn):
-    return next(s for s in conn.compute.services(host=HOST, binary="nova-compute"))
+    return compute_service(conn, HOST)
 
 
 @pytest.fixture(scope="module")
@@ -55,9 +56,7 @@ def nova(compute_cloud):
 def empty_host(nova):
     """ogc-gpu-1 enabled and with no server (other tests' servers deleted), before each test."""
     admin = nova["admin"]
-    svc = service(admin)
-    if svc.status == "disabled":
-        admin.compute.enable_service(svc, HOST, "nova-compute")
+    enable_compute_service(admin, HOST)
 
     def emptied():
         # Delete whatever is on the host (again on each look: a server busy with a task refuses at first).
@@ -65,7 +64,7 @@ def empty_host(nova):
         for server in left:
             try:
                 admin.compute.delete_server(server.id)
-            except Exception:  # pylint: disable=broad-except  # 409 while a task runs: the next look retries
+            except openstack.exceptions.ConflictException:  # 409 while a task runs: the next look deletes it
                 pass
         return not left
 
@@ -75,15 +74,11 @@ def empty_host(nova):
 
 def boot(nova, name, metadata=None):
     admin = nova["admin"]
-    for _attempt in range(2):  # the fake compute fails a build now and then on a loaded machine: retry once
-        server = admin.compute.create_server(name=name, flavor_id=nova["flavor"].id, image_id=nova["image"].id,
-                                             networks="none", metadata=metadata or {})
-        server = wait_for("active", lambda: (lambda s: s if s.status in ("ACTIVE", "ERROR") else None)(
-            admin.compute.get_server(server.id)), timeout=120)
-        if server and server.status == "ACTIVE":
-            return server
-        admin.compute.delete_server(server.id)
-    pytest.fail("server %s did not become ACTIVE" % name)
+    server = admin.compute.create_server(name=name, flavor_id=nova["flavor"].id, image_id=nova["image"].id,
+                                         networks="none", metadata=metadata or {})
+    server = wait_status(admin, server.id, ("ACTIVE", "ERROR"), timeout=120)
+    assert server.status == "ACTIVE", (name, server.status, server.fault)
+    return server
 
 
 def test_unreachable_nova_fails_before_anything_is_disabled(compute_cloud, empty_host, tmp_path):

@@ -1,0 +1,98 @@
+"""Checks and cleaning of what comes from the inventory, as filters: thin adapters over module_utils/locations.py
+(host names as file names, absolute paths, writable directories, the BMC address) and module_utils/redact.py
+(credentials on a kernel command line, a known secret in a message).
+
+* ``hosts | ogc_host_name_errors``: a message per inventory name that cannot be a file name;
+* ``{variable: value} | ogc_path_errors(host, optional=[names])``: a message per path variable that is not
+  absolute (those in ``optional`` may be empty);
+* ``{variable: directory} | ogc_writable_dir_errors(host)``: a message per directory on the control host this
+  user cannot write into (a missing one is fine: it is created);
+* ``address | ogc_bmc_address``: the BMC's ``host[:port]`` (an ``https://`` taken off); ``ogc_bmc_address_errors``
+  the refusal, if any;
+* ``text | ogc_redact``: credentials masked; ``text | ogc_mask_secret(secret)``: a secret masked where it
+  stands as a token of its own.
+"""
+
+import os
+
+import ansible.module_utils
+
+# The project's module_utils/ (ansible.cfg `module_utils`), importable here as modules import it.
+_MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
+if _MODULE_UTILS not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(_MODULE_UTILS)
+
+from ansible.module_utils import locations, redact  # noqa: E402  pylint: disable=wrong-import-position
+
+try:
+    from ansible.errors import AnsibleFilterError
+except ImportError:  # pragma: no cover
+    class AnsibleFilterError(Exception):
+        """Stand-in when ansible is not importable."""
+
+
+def host_name_errors(hosts):
+    """``Host <name>: ...`` for each inventory name of ``hosts`` that cannot be a file name."""
+    if isinstance(hosts, str):
+        hosts = [hosts]
+    out = []
+    for host in hosts or []:
+        problem = locations.host_name_problem(host)
+        if problem:
+            out.append(f"Host {str(host)!r}: {problem}.")
+    return out
+
+
+def path_errors(paths, host, optional=()):
+    """``<host>: <variable> (...) is not an absolute path ...`` for each path variable of ``paths``
+    ({name: value}) that is not absolute; the names in ``optional`` may be empty."""
+    out = []
+    for name, value in (paths or {}).items():
+        problem = locations.path_problem(name, value, allow_empty=name in (optional or ()))
+        if problem:
+            out.append(f"{host}: {problem}.")
+    return out
+
+
+def writable_dir_errors(paths, host):
+    """``<host>: <variable> (...) is not writable by <user>: it is owned by ...`` for each directory of
+    ``paths`` ({name: directory}, absolute, on the control host) this user cannot write into."""
+    out = []
+    for name, value in (paths or {}).items():
+        if not isinstance(value, str) or not value.startswith("/"):
+            continue  # path_errors reports it
+        problem = locations.writable_dir_problem(name, value)
+        if problem:
+            out.append(f"{host}: {problem}.")
+    return out
+
+
+def bmc_address_errors(value, host):
+    """The refusal of a BMC address (a list of at most one message), empty when it is usable or not set."""
+    if value in (None, ""):
+        return []
+    problem = locations.bmc_address(value)[1]
+    return [f"{host}: {problem}."] if problem else []
+
+
+def bmc_address(value):
+    """The BMC's ``host[:port]`` for the Redfish modules' ``baseuri``."""
+    address, problem = locations.bmc_address(value)
+    if problem:
+        raise AnsibleFilterError(problem)
+    return address
+
+
+class FilterModule:
+    """Inventory input filters."""
+
+    def filters(self):
+        return {
+            "ogc_host_name_errors": host_name_errors,
+            "ogc_path_errors": path_errors,
+            "ogc_writable_dir_errors": writable_dir_errors,
+            "ogc_bmc_address": bmc_address,
+            "ogc_bmc_address_errors": bmc_address_errors,
+            "ogc_redact": redact.redact,
+            "ogc_mask_secret": redact.mask_secret,
+        }

@@ -1,0 +1,122 @@
+# -*- coding: utf-8 -*-
+# Copyright: open-gpu-cloud contributors
+# Apache License 2.0 (see pyproject.toml)
+"""Where things are: the rules for names and paths that come from the inventory, in one place.
+
+* An inventory host name becomes a file name (``<passthrough_plan_dir>/<host>.json``, kolla's
+  ``nova/<host>/nova.conf``): ``host_name_problem`` refuses what would leave the directory or not be a
+  name at all - an empty name, ``.`` or ``..``, a ``/`` or a NUL character.
+* A path variable is absolute (``path_problem``): a relative path would resolve against the directory
+  ansible-playbook runs in (the checkout), not where the operator meant.
+* A directory the control host writes into (``writable_dir_problem``) exists as a directory this user can
+  write, or does not exist yet; the answer names its owner and mode rather than an errno.
+* The BMC's address (``bmc_address``) is ``host[:port]``: the Redfish modules put ``https://`` in front
+  of it themselves, so an ``https://`` the operator wrote is taken off; any other scheme, or a path, is refused.
+
+Every function returns a problem in words (naming the variable and the host) or None, so the callers (the
+roles' preflight filters, the plan loader) report every problem of a host at once.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import stat
+
+__all__ = ["host_name_problem", "path_problem", "writable_dir_problem", "bmc_address"]
+
+
+def host_name_problem(host):
+    """Why the inventory name ``host`` cannot be a file name, or None."""
+    if not isinstance(host, str) or not host:
+        return f"the inventory host name {host!r} is empty or not a string"
+    bad = []
+    if host in (".", ".."):
+        bad.append(f"is {host!r}")
+    if "/" in host:
+        bad.append("holds a '/'")
+    if "\0" in host:
+        bad.append("holds a NUL character")
+    if not bad:
+        return None
+    shown = host.replace("\0", "\\0")
+    return (f"the inventory host name {shown!r} {' and '.join(bad)}: it names the host's files "
+            "(<passthrough_plan_dir>/<host>.json, kolla's nova/<host>/nova.conf), so it must be a plain file name. "
+            "Rename the host in the inventory (ansible_host keeps its address)")
+
+
+def path_problem(name, value, allow_empty=False):
+    """Why the path variable ``name`` with ``value`` is not an absolute path, or None."""
+    if allow_empty and (value is None or value == ""):
+        return None
+    if not isinstance(value, str) or not value.startswith("/"):
+        return (f"{name} ({value!r}) is not an absolute path: give it starting with / (a relative path resolves "
+                "against the directory ansible-playbook runs in)")
+    if "\0" in value:
+        return f"{name} holds a NUL character"
+    return None
+
+
+def writable_dir_problem(name, path):
+    """Why this user cannot write into the directory ``path`` (variable ``name``), or None; a missing
+    directory is no problem (it is created). ``path`` must be absolute (see ``path_problem``)."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        parent = os.path.dirname(path.rstrip("/")) or "/"
+        while parent != "/" and not os.path.exists(parent):
+            parent = os.path.dirname(parent)
+        if os.path.isdir(parent) and not os.access(parent, os.W_OK | os.X_OK):
+            return "%s (%s) does not exist and %s cannot create it in %s (%s)" % (
+                name, path, _me(), parent, _owner_mode(os.stat(parent)))
+        return None
+    except PermissionError:
+        parts = [p for p in path.split("/") if p]
+        blocking = next(("/" + "/".join(parts[:i]) for i in range(len(parts))
+                         if not os.access("/" + "/".join(parts[:i]), os.X_OK)), path)
+        return f"{name} ({path}) cannot be reached by {_me()}: {blocking} is {_owner_mode(os.stat(blocking))}"
+    except OSError as exc:
+        return f"{name} ({path}) cannot be read: {exc.strerror}"
+    if not stat.S_ISDIR(info.st_mode):
+        return f"{name} ({path}) is not a directory"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return (f"{name} ({path}) is not writable by {_me()}: it is {_owner_mode(info)}. Run as its owner, give "
+                f"{_me()} write access, or point {name} at a directory of {_me()}'s")
+    return None
+
+
+def _me():
+    return _user(os.geteuid())
+
+
+def _user(uid):
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _owner_mode(info):
+    return f"owned by {_user(info.st_uid)}, mode {stat.S_IMODE(info.st_mode):04o}"
+
+
+def bmc_address(value):
+    """``(address, problem)``: the BMC's ``host[:port]`` for the Redfish modules (which prepend ``https://``)
+    from what the operator wrote. ``https://host[:port]`` (with or without a trailing ``/``) gives
+    ``host[:port]``; another scheme, a path, a query, user information or spaces are a problem."""
+    if not isinstance(value, str):
+        return None, f"passthrough_host_bmc_address ({value!r}) is not a string"
+    address = value.strip()
+    scheme, sep, rest = address.partition("://")
+    if sep:
+        if scheme.lower() != "https":
+            return None, (f"passthrough_host_bmc_address ({value}) uses {scheme}://: Redfish is spoken over HTTPS "
+                          "only (the password goes with every request); give host[:port], or https://host[:port]")
+        address = rest.rstrip("/")
+    problems = [what for chars, what in (("/", "a path"), ("?#", "a query"), ("@", "user information"),
+                                         (" \t", "spaces")) if any(c in address for c in chars)]
+    if problems or not address:
+        return None, (f"passthrough_host_bmc_address ({value}) must be the BMC's host[:port] (e.g. 10.0.0.21 or "
+                      f"bmc-h1.example:8443), not {' or '.join(problems) or 'empty'}: the role adds https:// and "
+                      "Redfish's /redfish/v1 itself; the user goes in passthrough_host_bmc_username")
+    return address, None
