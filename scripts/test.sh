@@ -49,8 +49,12 @@ OGC_TEST_RUN_ID="test-$$-$(date +%s)"
 export OGC_TEST_RUN_ID
 setsid -w python "$root/tests/helpers/gpu_image.py" build > "$root/.cache/gpu-image.prebuild.log" 2>&1 &
 image_prebuild=$!
-trap 'kill "$venv_prebuild" 2>/dev/null || true; [ -z "$image_prebuild" ] || kill -- "-$image_prebuild" 2>/dev/null || true;
-      [ -z "$lane" ] || kill -- "-$lane" 2>/dev/null || true' EXIT
+stop_background() {
+  kill "$venv_prebuild" 2>/dev/null || true
+  [ -z "$image_prebuild" ] || kill -- "-$image_prebuild" 2>/dev/null || true
+  [ -z "$lane" ] || kill -- "-$lane" 2>/dev/null || true
+}
+trap stop_background EXIT
 
 step "pytest (unit and integration), with the linters and then molecule beside it"
 lane_log="$root/.cache/lint-and-molecule.log"
