@@ -293,12 +293,13 @@ def run(params, state=None):
     files = [(shown, text) for shown, _target, _real, text in sourced]
     try:
         plan = bc.plan_edit(files, variable, params["present"], params["absent"])
+    except bc.VariableNotAssigned as exc:
+        raise bf.BootFilesError(
+            "%s: add a line such as %s=\"\" to %s (or set the variable option, role variable "
+            "passthrough_host_grub_variable, to the variable this host uses)" % (to_native(exc), variable, params["path"])
+        ) from None
     except bc.BootConfigError as exc:
-        msg = to_native(exc)
-        if msg.startswith("no line assigns"):
-            msg = ("%s: add a line such as %s=\"\" to %s (or set the variable option, role variable "
-                   "passthrough_host_grub_variable, to the variable this host uses)" % (msg, variable, params["path"]))
-        raise bf.BootFilesError(msg) from None
+        raise bf.BootFilesError(to_native(exc)) from None
     real_of = {shown: (target, real) for shown, target, real, _ in sourced}
     writes = [(real_of[shown][1], shown, text) for shown, text in plan["texts"].items()]
     why = _tool_needed(root, family, params, state, writes, plan["after"])

@@ -59,6 +59,10 @@ class BootConfigError(Exception):
     """A boot configuration this model cannot represent, worded for the operator (file and line)."""
 
 
+class VariableNotAssigned(BootConfigError):
+    """No file assigns the kernel command-line variable to edit: the caller says where to add it."""
+
+
 def _check_family(family):
     if family not in FAMILIES:
         raise BootConfigError(f"OS family {family!r} is not supported (only {', '.join(sorted(FAMILIES))})")
@@ -317,7 +321,7 @@ def plan_edit(files, variable, present, absent):
     before = kernel_args(values)
     mine = [a for a in assignments if a.name == variable]
     if not mine:
-        raise BootConfigError(f"no line assigns {variable} in {', '.join((p for p, _ in files))}")
+        raise VariableNotAssigned(f"no line assigns {variable} in {', '.join((p for p, _ in files))}")
     target = mine[-1]
     new_args = {}
     for assignment in assignments:
