@@ -35,7 +35,7 @@ description:
     these files (a file edited by hand). On the RHEL family, arguments that boot entries have on their own and
     C(grub2-mkconfig --update-bls-cmdline) would drop are refused first.
   - With O(state_file), the tool's step is marked pending in the state file, durably, before the first file
-    is written (write-ahead): a run killed after any write leaves it for the next run.
+    is written (write-ahead), so that a run killed after any write leaves it for the next run.
   - Files are written through a temporary file and an atomic rename, after an optional backup. It does
     not regenerate the boot configuration; run C(update-grub) or C(grub2-mkconfig) when RV(needs) says
     C(boot_config), then check the result with the boot_entries module.
