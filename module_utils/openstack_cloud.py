@@ -325,7 +325,8 @@ class CloudModule:
 #   apply(cm, params, state, action, applied)          apply: carry out ONE action (writes)
 #   report(params, declared, state, plan, applied, progress) -> result for exit_json
 #
-# and optionally finish(cm, params, state, applied), run after the last write of a real run (waits), and
+# and optionally finish(cm, params, state, applied), run at the end of every real run, writes or not (it waits for
+# what the run promises: os_server_lifetimes for the servers it acted on, os_compute_drain for an idle host), and
 # announce(cm, plan), which tells later sections of an os_cloud run what this plan creates (check mode too).
 # converge() below runs read -> plan -> apply -> report and is the only place that knows check mode:
 # apply is skipped, everything else (the plan, its progress keys, changed and the diff) is the same code.
@@ -426,7 +427,7 @@ def converge(cm, logic, params, declared):
                 action = done
         changed = changed or action.writes
         cm.record(action.done, action.item)
-    if changed and not cm.check_mode and hasattr(logic, "finish"):
+    if not cm.check_mode and hasattr(logic, "finish"):
         logic.finish(cm, params, state, applied)
     result = logic.report(params, declared, state, plan, applied, cm.progress)
     if cm.module._diff and plan.diff is not None:

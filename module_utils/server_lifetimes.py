@@ -257,7 +257,7 @@ def apply(cm, _params, _state, action, applied):
 def finish(cm, params, _state, applied):
     """With wait=true, poll until every acted server reached its final state."""
     if params["wait"]:
-        wait_for(cm, applied["acted"], params["timeout"])
+        wait_for(cm, applied.get("acted", []), params["timeout"])
 
 
 def report(_params, declared, _state, plan, applied, _progress):
