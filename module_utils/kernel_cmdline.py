@@ -52,6 +52,18 @@ IOMMU_OFF = ("iommu=off", "intel_iommu=off", "amd_iommu=off")
 END_OF_KERNEL_ARGS = "--"
 
 
+def vendor_iommu_args(cpu_vendor, amd_iommu_on=False):
+    """The argument a CPU vendor's IOMMU needs on the kernel line to be on: Intel's VT-d stays off unless the line
+    says ``intel_iommu=on``; AMD-Vi is switched on by the firmware, and ``amd_iommu=on`` is asked for only when the
+    policy says so (``amd_iommu_on``). An unknown vendor gets none. The planner plans these arguments, and the host
+    checks ask whether the running line has them (one rule for both)."""
+    if cpu_vendor == "intel":
+        return ["intel_iommu=on"]
+    if cpu_vendor == "amd" and amd_iommu_on:
+        return ["amd_iommu=on"]
+    return []
+
+
 class CmdlineError(ValueError):
     """A command line or a plan this model cannot represent, worded for the operator."""
 
