@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """How a distribution builds the kernel command line of its default boot entry, and where an edit of
 it takes effect. Pure functions over file texts; every token-level operation goes through
 ``kernel_cmdline`` (the one model of a command line).

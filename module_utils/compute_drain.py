@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """Draining a nova-compute host before a reboot, and enabling it again after (library/os_compute_drain.py).
 
 Pure parts (no API call): ``validate``, ``server_view``, ``classify`` (which servers keep the host busy, which

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """The one model of the Linux kernel command line: what it says, and how to edit it.
 
 Every part of the project that reads or writes kernel arguments (the GRUB editor, the facts module

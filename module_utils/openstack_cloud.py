@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """Shared plumbing for the open-gpu-cloud OpenStack modules (library/os_*.py).
 
 * ``openstack_argument_spec()``: the connection options every module takes (``cloud`` from

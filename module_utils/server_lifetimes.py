@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """Server lifetimes: which servers are past their project's maximum age, and shelving or deleting them.
 
 Used by os_server_lifetimes, on the resource protocol of openstack_cloud: prepare (the policy and ``now``)
