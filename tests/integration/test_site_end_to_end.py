@@ -53,8 +53,10 @@ exec "$@"
 
 
 def read_only_but(writable, argv):
-    """argv run with every file outside the paths in writable read-only (for this process tree alone)."""
-    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", READ_ONLY_BUT, "sh",
+    """argv run with every file outside the paths in writable read-only (for this process tree alone). Not as
+    root, a user namespace of its own lets it mount (its files are still written as the user running it)."""
+    user = [] if os.geteuid() == 0 else ["--map-root-user"]
+    return ["unshare", *user, "--mount", "--propagation", "private", "sh", "-c", READ_ONLY_BUT, "sh",
             *writable, "--", *argv]
 
 
