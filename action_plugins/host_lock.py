@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """The host_lock task (library/host_lock.py documents it): one run of the host phase per host at a time. The rules are
 in module_utils/host_lock.py.
 

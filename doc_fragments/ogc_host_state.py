@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """The state_file option of the host-editing modules (grub_cmdline, host_files): module_utils/host_state.py."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """The connection options every os_* module of open-gpu-cloud takes (module_utils/openstack_cloud.py)."""
 
 from __future__ import annotations

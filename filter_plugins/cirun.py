@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """cirun runner definitions (``.cirun.yml``) generated from the cloud's declared flavors and images.
 
 cirun (cirun.io) starts GitHub Actions runners on demand in a cloud. A consumer repository lists them in

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """File-mode rules shared by the roles: a mode never loosened past what the operator set."""
 
 from __future__ import annotations

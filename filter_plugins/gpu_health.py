@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """GPU health of a host: its PCI devices now (pci_passthrough facts) against its passthrough plan.
 
 ``facts | gpu_health(plan, expected=None, host=None, reference='plan file')`` -> report::

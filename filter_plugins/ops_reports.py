@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """Readable reports of the day-2 operations (pure functions).
 
 * ``result | lifetime_report(check_mode=False)``: one line per server from an os_server_lifetimes result.

@@ -148,7 +148,9 @@ def preflight_errors(plan, facts, host, policy=None, expect_no_gpus=False):
     absent = list(plan.get("kernel_args_absent") or []) + list(kernel_cmdline.IOMMU_OFF)
     try:
         blocking = kernel_cmdline.check(running, [], absent)
-        enabling_missing = vendor == "intel" and not kernel_cmdline.satisfies(running, "intel_iommu=on")
+        # What the vendor's IOMMU needs on the line (the planner's rule); AMD-Vi needs nothing there.
+        enabling_missing = any(not kernel_cmdline.satisfies(running, arg)
+                               for arg in kernel_cmdline.vendor_iommu_args(vendor))
     except kernel_cmdline.CmdlineError:
         blocking, enabling_missing = True, False  # a line the model refuses: a reboot may well change it
     if not (facts.get("iommu_enabled") or blocking or enabling_missing):

@@ -534,13 +534,9 @@ def _kernel_args(cpu, iommu, pol, vfio_devices, vfio_ids, blacklist, nvidia_on_h
     NVIDIA display device stays on the host (it would take that device away). Returns
     ``(kernel_args, kernel_args_absent, notes)``.
     """
-    args, absent, notes = [], list(kernel_cmdline.IOMMU_OFF), []
-    if cpu == "intel":
-        args.append("intel_iommu=on")
-    elif cpu == "amd":
-        if pol["amd_iommu_on"]:
-            args.append("amd_iommu=on")
-    else:
+    args = kernel_cmdline.vendor_iommu_args(cpu, pol["amd_iommu_on"])
+    absent, notes = list(kernel_cmdline.IOMMU_OFF), []
+    if cpu not in ("intel", "amd"):
         notes.append("CPU vendor unknown: no vendor IOMMU argument is planned")
     if vfio_devices or not iommu:
         args.append("iommu=pt")

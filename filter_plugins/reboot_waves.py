@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """Reboot waves of a GPU fleet (playbooks/host.yml): how many hosts one wave may reboot, and the waves.
 
 * ``passthrough_reboot_wave_size(batch, fleet_size)``: the wave size from ``passthrough_host_reboot_batch``

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """Manage kernel arguments where GRUB takes them from: /etc/default/grub and its drop-ins."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ description:
     these files (a file edited by hand). On the RHEL family, arguments that boot entries have on their own and
     C(grub2-mkconfig --update-bls-cmdline) would drop are refused first.
   - With O(state_file), the tool's step is marked pending in the state file, durably, before the first file
-    is written (write-ahead): a run killed after any write leaves it for the next run.
+    is written (write-ahead), so that a run killed after any write leaves it for the next run.
   - Files are written through a temporary file and an atomic rename, after an optional backup. It does
     not regenerate the boot configuration; run C(update-grub) or C(grub2-mkconfig) when RV(needs) says
     C(boot_config), then check the result with the boot_entries module.
@@ -293,12 +293,13 @@ def run(params, state=None):
     files = [(shown, text) for shown, _target, _real, text in sourced]
     try:
         plan = bc.plan_edit(files, variable, params["present"], params["absent"])
+    except bc.VariableNotAssigned as exc:
+        raise bf.BootFilesError(
+            "%s: add a line such as %s=\"\" to %s (or set the variable option, role variable "
+            "passthrough_host_grub_variable, to the variable this host uses)" % (to_native(exc), variable, params["path"])
+        ) from None
     except bc.BootConfigError as exc:
-        msg = to_native(exc)
-        if msg.startswith("no line assigns"):
-            msg = ("%s: add a line such as %s=\"\" to %s (or set the variable option, role variable "
-                   "passthrough_host_grub_variable, to the variable this host uses)" % (msg, variable, params["path"]))
-        raise bf.BootFilesError(msg) from None
+        raise bf.BootFilesError(to_native(exc)) from None
     real_of = {shown: (target, real) for shown, target, real, _ in sourced}
     writes = [(real_of[shown][1], shown, text) for shown, text in plan["texts"].items()]
     why = _tool_needed(root, family, params, state, writes, plan["after"])

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """Write, edit, link or remove the files a role owns on a host, all in one module run."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ description:
   - Returns which entries changed and the union of their O(files[].needs) (e.g. C(initramfs)), so the role
     knows what to rebuild. With O(state_file), those of them that are steps of the passthrough_host state
     (C(initramfs), C(boot_config)) are marked pending there, durably, before the first file is written
-    (write-ahead): a run killed after any write leaves the step for the next run. The rules are in
+    (write-ahead), so that a run killed after any write leaves the step for the next run. The rules are in
     module_utils/host_files.py.
 options:
   directory_mode:

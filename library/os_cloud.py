@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 
 from __future__ import annotations
 

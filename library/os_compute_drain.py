@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 
 from __future__ import annotations
 
@@ -150,12 +150,12 @@ waited_s:
   type: float
 """
 
-from ansible.module_utils.compute_drain import ARGUMENT_SPEC, run
-from ansible.module_utils.openstack_cloud import CloudModule
+from ansible.module_utils import compute_drain
+from ansible.module_utils.openstack_cloud import run_module
 
 
 def main():
-    run(CloudModule(ARGUMENT_SPEC))
+    run_module(compute_drain)
 
 
 if __name__ == "__main__":

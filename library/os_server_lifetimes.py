@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ description:
   - A delete that Nova's endpoint answers with "unavailable" (HTTP 502, 503 or 504, as kolla-ansible's HAProxy
     does while nova-api restarts) is sent again, at most twice, after 2 and then 4 seconds; a delete of a
     server already gone is no change, so repeating it is safe. Every other call, and every other error (an
-    HTTP 500 included: Nova's own failure), fails the run at once.
+    HTTP 500 included, Nova's own failure), fails the run at once.
   - The policy is validated before any API call (zero or negative age, unknown action, a project named
     twice); every project it names is then looked up before any server is read or touched, so an unknown
     project fails the run with nothing changed.

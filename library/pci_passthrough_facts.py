@@ -28,7 +28,7 @@ description:
   - C(kernel_cmdline) is split by the project's kernel command-line model (C(module_utils/kernel_cmdline.py));
     a line it cannot model (an unclosed quote, a quote inside a name or value) is an error naming the file.
     Credentials on it (a C(*password*)/C(*secret*)/C(*token*) key's value, a URL's or an iSCSI root's password;
-    C(module_utils/redact.py)) are masked as C(********): the facts are printed and stored in plan files.
+    C(module_utils/redact.py)) are masked as C(********), as the facts are printed and stored in plan files.
   - A directory on the way that cannot be read is an error naming it (permission denied), and a device's
     C(iommu_group) link to a group that does not exist is an error (a partial capture), not an IOMMU group.
 version_added: "0.1.0"

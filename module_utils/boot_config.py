@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """How a distribution builds the kernel command line of its default boot entry, and where an edit of
 it takes effect. Pure functions over file texts; every token-level operation goes through
 ``kernel_cmdline`` (the one model of a command line).
@@ -57,6 +57,10 @@ _REF_RE = re.compile(r"^\$(?:(?P<a>" + _NAME + r")|\{(?P<b>" + _NAME + r")\})$")
 
 class BootConfigError(Exception):
     """A boot configuration this model cannot represent, worded for the operator (file and line)."""
+
+
+class VariableNotAssigned(BootConfigError):
+    """No file assigns the kernel command-line variable to edit: the caller says where to add it."""
 
 
 def _check_family(family):
@@ -317,7 +321,7 @@ def plan_edit(files, variable, present, absent):
     before = kernel_args(values)
     mine = [a for a in assignments if a.name == variable]
     if not mine:
-        raise BootConfigError(f"no line assigns {variable} in {', '.join((p for p, _ in files))}")
+        raise VariableNotAssigned(f"no line assigns {variable} in {', '.join((p for p, _ in files))}")
     target = mine[-1]
     new_args = {}
     for assignment in assignments:

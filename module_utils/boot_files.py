@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """Reading a host's boot files under a root directory (``/`` on a real host, a sandbox copy in tests):
 paths resolved the way the host itself would resolve them (an absolute symlink inside a sandbox
 points into the sandbox), the files grub-mkconfig sources, in its order, what the boot-config tool

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """Projects, allow-listed users and role assignments as code.
 
 Used by os_access (access alone) and os_cloud (the access section)."""

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """Nova flavors as code: the declaration's checks, the difference and how it is applied.
 
 Used by os_flavors (flavors alone) and os_cloud (the flavors section). Everything before ``apply``

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """Glance images as code: checksums, the difference, and an upload that retires (never deletes) the old image.
 
 Used by os_images, on the resource protocol of openstack_cloud: prepare (validate the declaration, hash

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """Compute quotas as code: the default quota class set and per-project quota sets.
 
 Used by os_quotas (quotas alone) and os_cloud (the quotas section)."""

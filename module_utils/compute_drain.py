@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """Draining a nova-compute host before a reboot, and enabling it again after (library/os_compute_drain.py).
 
 Pure parts (no API call): ``validate``, ``server_view``, ``classify`` (which servers keep the host busy, which
@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime
 import time
 
-from ansible.module_utils.openstack_cloud import sdk_message
+from ansible.module_utils.openstack_cloud import Action, Plan, sdk_message
 from ansible.module_utils.server_exemption import exemption, iso, parse_time
 
 MODES = ("wait", "shelve", "skip")
@@ -160,48 +160,103 @@ def service_view(service):
                 state=getattr(service, "state", None), disabled_reason=service.disabled_reason)
 
 
-def drain(cm, params, now):
-    host, mode = params["host"], params["mode"]
-    result = dict(host=host, mode=mode, is_compute=False, outcome="not_compute", blocking=[], shelved=[],
-                  would_shelve=[], exempt=[], waited_s=0.0, service=None)
-    service = find_service(cm, host, params["binary"])
+# --------------------------------------------------------------------------- the resource protocol
+# (module_utils/openstack_cloud.py: prepare -> read -> make_plan -> apply -> finish -> report, run by
+# run_module(); converge() alone knows check mode.)
+
+def prepare(params):
+    """(declared, problem): every parameter checked before any API call; declared holds the time to judge by."""
+    errors, now = validate(params)
+    if errors:
+        return None, dict(msg="invalid parameters, nothing was read or changed: " + "; ".join(errors), errors=errors)
+    return dict(now=now), None
+
+
+def read(cm, params, declared):
+    """The host's service and, for a drain, its servers sorted by classify(); GETs only."""
+    service = find_service(cm, params["host"], params["binary"])
+    servers = None
+    if service is not None and params["state"] == "drained":
+        servers = classify(host_servers(cm, params["host"]), params["mode"], declared["now"], params["exempt_key"],
+                           params["expires_key"])
+    return dict(service=service, servers=servers, now=declared["now"])
+
+
+def make_plan(params, _declared, state):
+    """What the run does to the service and the servers (pure). details: the outcome a check run reports and
+    the first look at the servers."""
+    host, service = params["host"], state["service"]
     if service is None:
-        return False, result
-    result.update(is_compute=True, service=service_view(service))
-    action = service_action(service.status, service.disabled_reason, "drained", params["owner_prefix"])
-    servers = classify(host_servers(cm, host), mode, now, params["exempt_key"], params["expires_key"])
-    result.update(blocking=servers["blocking"], exempt=servers["exempt"], would_shelve=servers["to_shelve"])
-    if action == "foreign":
-        result["foreign_reason"] = service.disabled_reason
-    if mode == "skip" and servers["blocking"]:
-        result["outcome"] = "skipped"
-        return False, result
-    changed = action == "disable" or bool(servers["to_shelve"])
-    if cm.check_mode:
-        result["outcome"] = "would_drain" if servers["blocking"] else "drained"
-        return changed, result
-    if action == "disable":
-        cm.call("disabling", f"{params['binary']} on {host}", cm.conn.compute.disable_service, service,
-                host, params["binary"], disabled_reason=params["reason"])
-        cm.record("disabled", host)
-        result["service"].update(status="disabled", disabled_reason=params["reason"])
-        if mode == "skip":
-            # A server may have landed between the first look and the disable: look again.
-            again = classify(host_servers(cm, host), mode, now, params["exempt_key"], params["expires_key"])
+        return Plan(details=dict(outcome="not_compute"))
+    action = service_action(service.status, service.disabled_reason, params["state"], params["owner_prefix"])
+    details = dict(foreign_reason=service.disabled_reason) if action == "foreign" else {}
+    if params["state"] == "enabled":
+        details["outcome"] = "left_disabled" if action == "foreign" else "enabled"
+        return Plan([Action("enabled", host)] if action == "enable" else [], details=details)
+    servers = state["servers"]
+    if params["mode"] == "skip" and servers["blocking"]:
+        return Plan(details=dict(details, outcome="skipped"))
+    actions = [Action("disabled", host)] if action == "disable" else []
+    actions += [Action("updated", f"{server['name']} (shelved)", server) for server in servers["to_shelve"]]
+    details["outcome"] = "would_drain" if servers["blocking"] else "drained"
+    return Plan(actions, details=details)
+
+
+def apply(cm, params, state, action, applied):
+    """Disable the service, or enable it, or shelve one server. In skip mode a server that landed between the
+    first look and the disable makes the run enable the service again and skip the host."""
+    host, binary, service = params["host"], params["binary"], state["service"]
+    if action.done == "enabled":
+        cm.call("enabling", f"{binary} on {host}", cm.conn.compute.enable_service, service, host, binary)
+        applied["service"] = dict(status="enabled", disabled_reason=None)
+    elif action.done == "disabled":
+        cm.call("disabling", f"{binary} on {host}", cm.conn.compute.disable_service, service, host, binary,
+                disabled_reason=params["reason"])
+        applied["service"] = dict(status="disabled", disabled_reason=params["reason"])
+        if params["mode"] == "skip":
+            again = classify(host_servers(cm, host), "skip", state["now"], params["exempt_key"],
+                             params["expires_key"])
             if again["blocking"]:
-                cm.call("enabling", f"{params['binary']} on {host}", cm.conn.compute.enable_service, service,
-                        host, params["binary"])
-                result["service"].update(status="enabled", disabled_reason=None)
-                result.update(outcome="skipped", blocking=again["blocking"])
-                return True, result
-    for server in servers["to_shelve"]:
-        cm.call("shelving server", f"{server['name']} ({server['id']}) on {host}",
-                cm.conn.compute.shelve_server, server["id"])
-        cm.record("updated", f"{server['name']} (shelved)")
-        result["shelved"].append(server)
-    result["waited_s"] = wait_idle(cm, params, now, servers["blocking"])
-    result["outcome"] = "drained"
-    return changed, result
+                cm.call("enabling", f"{binary} on {host}", cm.conn.compute.enable_service, service, host, binary)
+                applied["service"] = dict(status="enabled", disabled_reason=None)
+                applied["skipped"] = again["blocking"]
+    else:
+        server = action.data
+        cm.call("shelving server", f"{server['name']} ({server['id']}) on {host}", cm.conn.compute.shelve_server,
+                server["id"])
+        applied.setdefault("shelved", []).append(server)
+
+
+def finish(cm, params, state, applied):
+    """A real drain ends when no server runs on the host any more (bounded by params['timeout'])."""
+    if params["state"] != "drained" or state["service"] is None or "skipped" in applied:
+        return
+    servers = state["servers"]
+    if params["mode"] == "skip" and servers["blocking"]:
+        return
+    applied["waited_s"] = wait_idle(cm, params, state["now"], servers["blocking"])
+
+
+def report(params, _declared, state, plan, applied, _progress):
+    """The module result: the service as it is after the run, the servers, the outcome."""
+    host, service = params["host"], state["service"]
+    result = dict(host=host, is_compute=service is not None, service=None)
+    if params["state"] == "drained":
+        result.update(mode=params["mode"], blocking=[], shelved=[], would_shelve=[], exempt=[], waited_s=0.0)
+    if service is None:
+        result["outcome"] = "not_compute"
+        return result
+    result["service"] = dict(service_view(service), **applied.get("service", {}))
+    result.update((key, value) for key, value in plan.details.items())
+    if params["state"] == "drained":
+        servers = state["servers"]
+        result.update(blocking=servers["blocking"], exempt=servers["exempt"], would_shelve=servers["to_shelve"],
+                      shelved=applied.get("shelved", []), waited_s=applied.get("waited_s", 0.0))
+        if "skipped" in applied:
+            result.update(outcome="skipped", blocking=applied["skipped"])
+        elif "waited_s" in applied:
+            result["outcome"] = "drained"
+    return result
 
 
 def wait_idle(cm, params, now, blocking):
@@ -225,38 +280,3 @@ def wait_idle(cm, params, now, blocking):
         delay = min(delay * 1.5, 10.0)
         blocking = classify(host_servers(cm, host), "wait", now)["blocking"]
     return round(time.time() - started, 1)
-
-
-def enable(cm, params):
-    host = params["host"]
-    result = dict(host=host, is_compute=False, outcome="not_compute", service=None)
-    service = find_service(cm, host, params["binary"])
-    if service is None:
-        return False, result
-    result.update(is_compute=True, service=service_view(service))
-    action = service_action(service.status, service.disabled_reason, "enabled", params["owner_prefix"])
-    if action is None:
-        result["outcome"] = "enabled"
-        return False, result
-    if action == "foreign":
-        result.update(outcome="left_disabled", foreign_reason=service.disabled_reason)
-        return False, result
-    if not cm.check_mode:
-        cm.call("enabling", f"{params['binary']} on {host}", cm.conn.compute.enable_service, service, host,
-                params["binary"])
-        cm.record("enabled", host)
-        result["service"].update(status="enabled", disabled_reason=None)
-    result["outcome"] = "enabled"
-    return True, result
-
-
-def run(cm):
-    """The module's whole run: validate (nothing read), then drain or enable."""
-    errors, now = validate(cm.params)
-    if errors:
-        cm.fail("invalid parameters, nothing was read or changed: " + "; ".join(errors), errors=errors)
-    if cm.params["state"] == "enabled":
-        changed, result = enable(cm, cm.params)
-    else:
-        changed, result = drain(cm, cm.params, now)
-    cm.exit(changed, **result)

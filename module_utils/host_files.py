@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """Files a role owns on a host, all in one pass: plan each file's change from what is there, then apply it
 (library/host_files.py is the module; these are its rules).
 

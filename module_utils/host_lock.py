@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """One run of the host phase per host at a time: the rules of the host's lock file.
 
 The lock is a file on the host (``/var/lib/open-gpu-cloud/passthrough_host.lock``, beside the state file, so it

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """The host's memory of unfinished work (pure functions; library/host_state.py reads and writes the file).
 
 The state file (``/var/lib/open-gpu-cloud/passthrough_host.json`` on the host) records:

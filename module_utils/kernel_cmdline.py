@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """The one model of the Linux kernel command line: what it says, and how to edit it.
 
 Every part of the project that reads or writes kernel arguments (the GRUB editor, the facts module
@@ -50,6 +50,18 @@ SET_KEYS = frozenset({"vfio_pci.ids"})
 # The arguments that keep the IOMMU off whatever the firmware says (an ``off`` option of any IOMMU key).
 IOMMU_OFF = ("iommu=off", "intel_iommu=off", "amd_iommu=off")
 END_OF_KERNEL_ARGS = "--"
+
+
+def vendor_iommu_args(cpu_vendor, amd_iommu_on=False):
+    """The argument a CPU vendor's IOMMU needs on the kernel line to be on: Intel's VT-d stays off unless the line
+    says ``intel_iommu=on``; AMD-Vi is switched on by the firmware, and ``amd_iommu=on`` is asked for only when the
+    policy says so (``amd_iommu_on``). An unknown vendor gets none. The planner plans these arguments, and the host
+    checks ask whether the running line has them (one rule for both)."""
+    if cpu_vendor == "intel":
+        return ["intel_iommu=on"]
+    if cpu_vendor == "amd" and amd_iommu_on:
+        return ["amd_iommu=on"]
+    return []
 
 
 class CmdlineError(ValueError):

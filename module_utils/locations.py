@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """Where things are: the rules for names and paths that come from the inventory, in one place.
 
 * An inventory host name becomes a file name (``<passthrough_plan_dir>/<host>.json``, kolla's

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """Shared plumbing for the open-gpu-cloud OpenStack modules (library/os_*.py).
 
 * ``openstack_argument_spec()``: the connection options every module takes (``cloud`` from
@@ -19,7 +19,6 @@ Modules import it as ``from ansible.module_utils.openstack_cloud import ...``.
 from __future__ import annotations
 
 import difflib
-import re
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -198,12 +197,12 @@ class CloudModule:
     def _auth_failure(self, exc):
         where = self._where()
         text = sdk_message(exc)
-        if _caused_by(exc, "ConnectFailure", "ConnectTimeout", "ConnectionError") or \
-                "Unable to establish connection" in text:
+        # The kind of failure comes from the exception classes and status codes along the chain (openstacksdk
+        # re-raises keystoneauth's exception inside its handler), never from the words of a message.
+        if _caused_by(exc, "ConnectFailure", "ConnectTimeout", "ConnectionError"):
             return "cannot reach the identity endpoint of %s: %s (is Keystone running and the auth_url right?)" % (
                 where, text)
-        if ksa_exceptions is not None and isinstance(exc, ksa_exceptions.Unauthorized) or \
-                re.search(r"HTTP 401\b|\b401 Unauthorized", text):  # a bare "401" may be part of a port number
+        if _caused_by(exc, "Unauthorized") or _http_status(exc) == 401:
             return f"authentication to {where} failed (wrong user, password or project?): {text}"
         return f"cannot authenticate to {where}: {text}"
 
@@ -326,7 +325,8 @@ class CloudModule:
 #   apply(cm, params, state, action, applied)          apply: carry out ONE action (writes)
 #   report(params, declared, state, plan, applied, progress) -> result for exit_json
 #
-# and optionally finish(cm, params, state, applied), run after the last write of a real run (waits), and
+# and optionally finish(cm, params, state, applied), run at the end of every real run, writes or not (it waits for
+# what the run promises: os_server_lifetimes for the servers it acted on, os_compute_drain for an idle host), and
 # announce(cm, plan), which tells later sections of an os_cloud run what this plan creates (check mode too).
 # converge() below runs read -> plan -> apply -> report and is the only place that knows check mode:
 # apply is skipped, everything else (the plan, its progress keys, changed and the diff) is the same code.
@@ -427,7 +427,7 @@ def converge(cm, logic, params, declared):
                 action = done
         changed = changed or action.writes
         cm.record(action.done, action.item)
-    if changed and not cm.check_mode and hasattr(logic, "finish"):
+    if not cm.check_mode and hasattr(logic, "finish"):
         logic.finish(cm, params, state, applied)
     result = logic.report(params, declared, state, plan, applied, cm.progress)
     if cm.module._diff and plan.diff is not None:
@@ -495,15 +495,27 @@ class PlannedProject:
         self.id = f"(new project {name})"
 
 
-def _caused_by(exc, *names):
-    """True when exc or an exception it wraps (__cause__/__context__) has one of these class names."""
+def _chain(exc):
+    """exc and the exceptions it wraps (__cause__/__context__), outermost first."""
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if any(cls.__name__ in names for cls in type(exc).__mro__):
-            return True
+        yield exc
         exc = exc.__cause__ or exc.__context__
-    return False
+
+
+def _http_status(exc):
+    """The first HTTP status an exception of the chain carries (status_code / http_status), or None."""
+    for each in _chain(exc):
+        status = getattr(each, "status_code", None) or getattr(each, "http_status", None)
+        if status:
+            return int(status)
+    return None
+
+
+def _caused_by(exc, *names):
+    """True when exc or an exception it wraps (__cause__/__context__) has one of these class names."""
+    return any(cls.__name__ in names for each in _chain(exc) for cls in type(each).__mro__)
 
 
 SERVER_ERROR_RETRIES = 2  # Cloud.call: repeats of an idempotent call after an HTTP 502/503/504

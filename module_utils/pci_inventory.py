@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """Nova's view of passthrough PCI devices: Placement's device providers summed per compute host.
 
 Used by os_pci_inventory, on the resource protocol of openstack_cloud with nothing to apply: read (the

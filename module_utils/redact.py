@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """Keeping secrets out of what the project stores and prints: the one place that says what a credential
 looks like on a kernel command line (and in the files that give it one), and how a known secret is masked
 in a message.

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """When server metadata keeps a server from being shelved: the one rule os_server_lifetimes (instance
 lifetimes) and os_compute_drain (draining a GPU host before a reboot) both apply.
 

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """Server lifetimes: which servers are past their project's maximum age, and shelving or deleting them.
 
 Used by os_server_lifetimes, on the resource protocol of openstack_cloud: prepare (the policy and ``now``)
@@ -257,7 +257,7 @@ def apply(cm, _params, _state, action, applied):
 def finish(cm, params, _state, applied):
     """With wait=true, poll until every acted server reached its final state."""
     if params["wait"]:
-        wait_for(cm, applied["acted"], params["timeout"])
+        wait_for(cm, applied.get("acted", []), params["timeout"])
 
 
 def report(_params, declared, _state, plan, applied, _progress):

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
+# Apache License 2.0 (see LICENSE)
 """The commands of a sourced shell file, as far as an editor can prove what they do to some variables.
 
 ``/etc/default/grub`` and its drop-ins are shell that ``grub-mkconfig`` sources. The GRUB editor

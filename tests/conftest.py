@@ -66,6 +66,12 @@ def host_facts(fixture_host, facts_module, pci_ids_db):
     return facts
 
 
+def pytest_configure(config):  # pylint: disable=unused-argument
+    """One id for the whole test run, the controller's and its xdist workers': the GPU guest image is built, or
+    checked by a run of its role, once per run (tests/helpers/gpu_image.py; scripts/test.sh sets its own)."""
+    os.environ.setdefault("OGC_TEST_RUN_ID", f"pytest-{os.getpid()}-{int(time.time())}")
+
+
 # ---- Running the suite on several workers (scripts/test.sh: pytest-xdist, --dist loadgroup) ----
 # Each test goes to the worker of its group: the tests sharing a started test cloud stay together (the cloud is
 # started once, on that worker), and every other test stays with its file (its module fixtures are built once).
@@ -75,6 +81,7 @@ SHARED_FIXTURE_GROUPS = ("compute_cloud", "testcloud")
 SLOWEST_FIRST = (
     "tests/integration/test_site_end_to_end.py",
     "compute_cloud",
+    "tests/integration/ops/test_gpu_image.py",
     "tests/integration/realkernel/test_realkernel_scenario.py",
     "tests/integration/test_fleet_waves.py",
     "tests/integration/test_passthrough_host_faults.py",

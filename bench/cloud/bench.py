@@ -34,6 +34,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import raw_logs  # noqa: E402  pylint: disable=wrong-import-position
+
 BIN = os.path.dirname(sys.executable)
 N_FLAVORS = 50
 N_PROJECTS = 10
@@ -236,7 +239,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--dir", help="test cloud state dir (default: a temporary one, stopped at the end)")
     parser.add_argument("--keep", action="store_true", help="leave the test cloud running")
-    parser.add_argument("--out", default=os.path.join(ROOT, "bench", "cloud", "results.json"))
+    parser.add_argument("--out", help="the figures as JSON (default: results.json beside the raw logs, outside the checkout)")
     parser.add_argument("--ways", default="modules,modules_separate,osc_loop,cli_loop")
     parser.add_argument("--rounds", type=int, default=3,
                         help="rounds of no-op re-runs, every way once per round (the median round is reported)")
@@ -246,7 +249,8 @@ def main():
                           check=True).stdout.strip()
     openstack_cli = os.path.join(venv, "bin", "openstack")
     state_dir = args.dir or tempfile.mkdtemp(prefix="ogc-bench-cloud-")
-    work = tempfile.mkdtemp(prefix="ogc-bench-work-")
+    work = raw_logs.run_dir("cloud")
+    args.out = args.out or os.path.join(work, "results.json")
     print("bench: test cloud in %s, logs in %s" % (state_dir, work), flush=True)
     started = time.perf_counter()
     subprocess.run([os.path.join(ROOT, "scripts", "testcloud.sh"), "start", "--dir", state_dir, "--lifetime", "7200"],

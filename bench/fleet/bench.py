@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fleet benchmark: `site.yml --tags plan,host` on N simulated GPU hosts, a first run then a no-op re-run.
 
-Usage: bench/fleet/bench.py [--hosts 3 24 96] [--batch 25%] [--out bench/fleet/results] [--workdir /tmp/ogc-fleet]
+Usage: bench/fleet/bench.py [--hosts 3 24 96] [--batch 25%] [--out DIR] [--workdir /tmp/ogc-fleet]
                             [--repo CHECKOUT]
 
 --repo runs another checkout's site.yml and ansible.cfg on the same simulated hosts (the baseline: main before
@@ -13,7 +13,8 @@ everything it started (getrusage of the children: with simulated hosts the modul
 this is controller + "host" CPU), the simulated hosts' share of it (their module processes, counted by
 bench/fleet/host_python.py, the hosts' interpreter here) and the controller's (the rest), each per GPU host, the load average before
 and after, and the 15 costliest tasks (ansible.posix.profile_tasks). Raw logs in OUT/<N>-<run>.log, figures in
-OUT/results.json. Nothing outside WORKDIR and OUT is written.
+OUT/results.json; OUT defaults to a new directory outside the checkout (bench/raw_logs.py: the project's cache
+directory, bench/fleet/<time>-<commit>). Nothing outside WORKDIR and OUT is written.
 """
 
 import argparse
@@ -29,7 +30,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+sys.path.insert(1, os.path.dirname(HERE))
 import fleet_inventory  # noqa: E402  pylint: disable=wrong-import-position
+import raw_logs  # noqa: E402  pylint: disable=wrong-import-position
 
 PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 
@@ -94,11 +97,13 @@ def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hosts", type=int, nargs="+", default=[3, 24, 96])
     parser.add_argument("--batch", default="25%")
-    parser.add_argument("--out", default=os.path.join(HERE, "results"))
+    parser.add_argument("--out", help="raw logs and results.json (default: a new directory outside the checkout)")
     parser.add_argument("--workdir", default="/tmp/ogc-fleet")
     parser.add_argument("--repo", default=REPO)
     args = parser.parse_args(argv[1:])
+    args.out = args.out or raw_logs.run_dir("fleet", os.path.abspath(args.repo))
     os.makedirs(args.out, exist_ok=True)
+    print("bench: raw logs in %s" % args.out, flush=True)
     batch = args.batch if args.batch.endswith("%") else int(args.batch)
     # Earlier figures for other fleet sizes are kept (one invocation per size is allowed).
     saved = os.path.join(args.out, "results.json")

@@ -3,6 +3,7 @@
 # configuration, test cloud data) and a no-op re-run. Prints wall time, tasks (ok + changed) and
 # changed per run. The venvs (.venv, .cache/openstack-venv) are kept: their install is measured
 # separately (scripts/bootstrap.sh, scripts/openstack-venv.sh).
+# The two runs' logs go outside the checkout (bench/raw_logs.py): <cache>/bench/site/<time>-<commit>/.
 #   bench/site/run.sh
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -10,7 +11,7 @@ cd "$root"
 scripts/bootstrap.sh
 scripts/testcloud.sh stop --dir .demo/cloud >/dev/null 2>&1 || true
 rm -rf .demo
-logdir=$(mktemp -d)
+logdir=$("$root/.venv/bin/python" -c 'import sys; sys.path.insert(0, sys.argv[1]); import raw_logs; print(raw_logs.run_dir("site"))' "$root/bench")
 for run in first no-op; do
   start=$(date +%s.%N)
   ANSIBLE_NOCOLOR=1 scripts/demo.sh > "$logdir/$run.log" 2>&1 || { echo "$run run failed: $logdir/$run.log" >&2; exit 1; }

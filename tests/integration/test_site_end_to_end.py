@@ -6,6 +6,9 @@ checkout's .demo is not touched). Then:
 - a second run must report changed=0 on every host, and `--check --diff` must report no change and print
   no diff;
 - the summary's GPU figures must be those of the plan files;
+- every run writes only inside the demo directory (the rest of the file system is read-only to it), the
+  README's day-2 steps on the demo (playbooks/health.yml, playbooks/report.yml) included, each simulated
+  host's metrics in its own sandbox root;
 - the test cloud is restarted with its compute services taking [pci] and [filter_scheduler] from the
   nova.conf kolla-ansible rendered for the seed V100 host's nova-compute, with a fake driver reporting the
   PCI devices at the addresses that host's facts show: servers of a flavor the cloud phase declared land on
@@ -30,6 +33,33 @@ from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, TestCloudHandle, recap, wait_sta
 pytestmark = pytest.mark.integration
 GPU_HOSTS = ("consumer-rtx", "intel-t4", "seed-v100")
 
+# The demo's runs are made where the whole file system is read-only (a private mount namespace, util-linux's
+# unshare and mount) except the demo directory and its scratch space beside it, and the checkout's .cache (the venvs
+# the demo's bootstrap builds, the test cloud's schema cache inside one). A write anywhere else fails the run with
+# "Read-only file system" and the path: nothing the demo does reaches this machine's own /etc, /var, /boot, /usr
+# or the checkout's .demo, whoever else writes there meanwhile. (The kernel's /proc and /sys, /dev and /dev/shm
+# are mounts of their own and stay writable.)
+READ_ONLY_BUT = """
+set -e
+for path in "$@"; do
+  [ "$path" = -- ] && break
+  mount --bind "$path" "$path"
+done
+while [ "$1" != -- ]; do shift; done
+shift
+mount -o remount,bind,ro /
+exec "$@"
+"""
+
+
+def read_only_but(writable, argv):
+    """argv run with every file outside the paths in writable read-only (for this process tree alone). Not as
+    root, a user namespace of its own lets it mount (its files are still written as the user running it)."""
+    user = [] if os.geteuid() == 0 else ["--map-root-user"]
+    return ["unshare", *user, "--mount", "--propagation", "private", "sh", "-c", READ_ONLY_BUT, "sh",
+            *writable, "--", *argv]
+
+
 class Demo:
     """The demo inventory pointed at a temporary directory."""
 
@@ -46,12 +76,20 @@ class Demo:
         self.cloud = TestCloudHandle(self.dir / "cloud")
         self.timings = {}
 
-    def site(self, name, *args):
+    def site(self, name, *args, playbook="site.yml"):
+        scratch = self.dir.parent / "tmp"
+        scratch.mkdir(exist_ok=True)
         env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-                   ANSIBLE_FORCE_COLOR="0", OGC_TESTCLOUD_LIFETIME="2400")
+                   ANSIBLE_FORCE_COLOR="0", OGC_TESTCLOUD_LIFETIME="2400", TMPDIR=str(scratch),
+                   ANSIBLE_LOCAL_TEMP=str(scratch / "ansible-local"), ANSIBLE_REMOTE_TMP=str(scratch / "ansible-remote"))
         env.pop("OS_CLOUD", None)
+        cache = os.path.join(ROOT, ".cache")
+        os.makedirs(cache, exist_ok=True)
+        writable = [str(self.dir.parent), cache, *sorted({os.path.realpath(os.path.join(cache, name))
+                                                          for name in os.listdir(cache)} - {cache})]
         started = time.time()
-        proc = subprocess.run([ANSIBLE_PLAYBOOK, "site.yml", "-i", "inventory/demo", "-e", "@" + str(self.extra), *args],
+        proc = subprocess.run(read_only_but(writable, [
+            ANSIBLE_PLAYBOOK, playbook, "-i", "inventory/demo", "-e", "@" + str(self.extra), *args]),
                               capture_output=True, text=True, env=env, cwd=ROOT, timeout=1800, check=False)
         self.timings[name] = round(time.time() - started, 1)
         return proc.returncode, proc.stdout + proc.stderr
@@ -121,6 +159,29 @@ def test_summary_figures_are_the_plans(demo):
     assert sorted(shown) == sorted(alias for alias, _t in offered), summary[:2000]
     # The seed server: 6 V100 in 4 IOMMU groups, 4 offered (the README's and the design's figure).
     assert offered[("tesla-v100", "type-PCI")] == {"seed-v100": 4}
+
+
+def test_day2_steps_on_the_demo_write_only_in_the_demo_dir(demo):
+    # Every run of this file writes only in the demo directory (Demo.site); the README's day-2 steps too, and
+    # each simulated host's metrics land in its own sandbox root, where its node_exporter would read them.
+    rc, out = demo.site("health", "-e", "health_fail_on_alert=false", playbook="playbooks/health.yml")
+    assert rc == 0, out[-6000:]
+    rc, out = demo.site("report", playbook="playbooks/report.yml")
+    assert rc == 0, out[-6000:]
+    for host in GPU_HOSTS:
+        metrics = demo.dir / "hosts" / host / "var/lib/node_exporter/textfile_collector/ogc_gpu.prom"
+        assert "ogc_gpu_health_ok" in metrics.read_text(), host
+    assert (demo.dir / "report" / "fleet.html").is_file() and (demo.dir / "report" / "fleet.md").is_file()
+
+
+def test_a_write_outside_the_demo_dir_fails_the_run(tmp_path):
+    # What makes the tests above a proof: the same confinement refuses a write elsewhere.
+    inside, outside = tmp_path / "inside", tmp_path / "outside"
+    inside.mkdir()
+    proc = subprocess.run(read_only_but([str(inside)], ["sh", "-c", f"touch {inside}/ok && touch {outside}"]),
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert proc.returncode != 0 and "Read-only file system" in proc.stderr, proc.stderr
+    assert (inside / "ok").exists() and not outside.exists()
 
 
 def fake_gpus_from_facts(facts):

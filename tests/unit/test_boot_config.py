@@ -86,7 +86,7 @@ def test_plan_edit_refuses_a_variable_that_is_not_a_command_line():
 
 
 def test_plan_edit_names_the_files_when_the_variable_is_never_assigned():
-    with pytest.raises(bc.BootConfigError, match="no line assigns GRUB_CMDLINE_LINUX in /etc/default/grub"):
+    with pytest.raises(bc.VariableNotAssigned, match="no line assigns GRUB_CMDLINE_LINUX in /etc/default/grub"):
         bc.plan_edit([(GRUB, "GRUB_TIMEOUT=5\n")], "GRUB_CMDLINE_LINUX", ["iommu=pt"], [])
 
 

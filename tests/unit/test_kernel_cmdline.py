@@ -370,3 +370,23 @@ def test_edit_keeps_list_items_not_forbidden_and_adds_nothing_twice(case):
 @given(lines)
 def test_effective_matches_split_of_join(line):
     assert kc.effective(kc.split(kc.join(line))) == kc.effective(line)
+
+
+@pytest.mark.parametrize("vendor, amd_iommu_on, expected", [
+    ("intel", False, ["intel_iommu=on"]),
+    ("intel", True, ["intel_iommu=on"]),
+    ("amd", False, []),
+    ("amd", True, ["amd_iommu=on"]),
+    (None, True, []),
+    ("arm", True, []),
+])
+def test_vendor_iommu_args(vendor, amd_iommu_on, expected):
+    assert kc.vendor_iommu_args(vendor, amd_iommu_on) == expected
+
+
+@given(st.sampled_from(["intel", "amd", None, "other"]), st.booleans())
+def test_a_line_with_the_vendor_iommu_args_satisfies_them_and_has_no_iommu_off(vendor, amd_iommu_on):
+    args = kc.vendor_iommu_args(vendor, amd_iommu_on)
+    line = ["quiet", *args]
+    assert all(kc.satisfies(line, arg) for arg in args)
+    assert not kc.check(line, args, list(kc.IOMMU_OFF))

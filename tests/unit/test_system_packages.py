@@ -23,15 +23,18 @@ SCANNED = ("tests", "scripts", "bench", "library", "module_utils", "filter_plugi
 ELSEWHERE = {
     "tests/realkernel/init.sh": "the real-kernel guest's /init: busybox applets inside the guest's initramfs",
     "tests/realserver/install-boot.sh": "the test server's first boot: programs of the server image's Debian packages",
+    "tests/helpers/gpu-image-guest-report.sh": "the GPU guest image's report: runs inside the booted image, with "
+                                               "the image's own programs",
 }
 # Programs of Debian's base system, with the package that gives each: every one must be of priority
 # required or important (on any Debian 12 install, minimal images included).
 BASE = {"apt-get": "apt", "apt-cache": "apt", "dpkg-deb": "dpkg", "bash": "bash", "sh": "dash",
         "timeout": "coreutils", "nohup": "coreutils", "head": "coreutils", "unshare": "util-linux",
-        "dpkg-query": "dpkg", "update-grub": "grub2-common", "awk": "mawk", "flock": "util-linux", "sed": "sed", "grep": "grep",
-        "setsid": "util-linux", **{program: "coreutils" for program in (
-            "cat", "chmod", "chroot", "cut", "date", "dirname", "id", "install", "mkdir", "mktemp", "rm", "sha256sum", "tail",
-            "tee")}}
+        "dpkg-query": "dpkg", "update-grub": "grub2-common", "awk": "mawk", "flock": "util-linux",
+        "setsid": "util-linux", "partx": "util-linux", "grep": "grep", "mount": "mount", "sed": "sed",
+        **{program: "coreutils" for program in (
+            "basename", "cat", "chmod", "chroot", "cut", "date", "dirname", "id", "install", "ln", "mkdir", "mktemp",
+            "rm", "seq", "sha256sum", "sleep", "tail", "tee")}}
 # Shell keywords and bash builtins: nothing to install. A segment starting with one of SKIP_SEGMENT runs no program
 # (a loop header, a case head, a lookup); after one of PREFIXES the next word is the program.
 SHELL_BUILTINS = {

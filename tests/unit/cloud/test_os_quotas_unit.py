@@ -159,6 +159,29 @@ def test_wrong_credentials_message(os_quotas, conn, run_module):
     assert quota_writes(conn) == []
 
 
+def test_wrong_credentials_as_openstacksdk_raises_them(os_quotas, conn, run_module):
+    # Connection.authorize() re-raises keystoneauth's exception as an SDKException inside its handler: the kind is
+    # read from the wrapped exception, not from the words.
+    from keystoneauth1 import exceptions as ksa  # pylint: disable=import-outside-toplevel
+    from openstack import exceptions as sdk  # pylint: disable=import-outside-toplevel
+
+    def authorize():
+        try:
+            raise ksa.Unauthorized("The request you have made requires authentication.", http_status=401)
+        except ksa.ClientException as exc:
+            raise sdk.SDKException(str(exc))  # pylint: disable=raise-missing-from
+
+    conn.authorize.side_effect = authorize
+    result = run_module(os_quotas, ARGS)
+    assert result["msg"].startswith("authentication to cloud 'ogc-test' failed (wrong user, password or project?): ")
+
+
+def test_words_alone_do_not_make_a_wrong_password(os_quotas, conn, run_module):
+    conn.authorize.side_effect = RuntimeError("proxy said: HTTP 401 Unauthorized")
+    result = run_module(os_quotas, ARGS)
+    assert result["msg"].startswith("cannot authenticate to cloud 'ogc-test': "), result["msg"]
+
+
 def test_a_port_with_401_in_it_is_not_a_wrong_password(os_quotas, conn, run_module):
     conn.authorize.side_effect = RuntimeError("Internal Server Error (HTTP 500) from http://127.0.0.1:54013/v3")
     result = run_module(os_quotas, ARGS)

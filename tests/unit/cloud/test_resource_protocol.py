@@ -103,11 +103,12 @@ def test_check_mode_writes_nothing_and_reports_what_the_real_run_does(widgets, r
     assert check["applied"] == {} and real["applied"] == {"b": 5, "d": 4, "e": 6}
 
 
-def test_nothing_to_do_is_not_changed_and_finish_is_not_run(widgets, run_module):
+def test_nothing_to_do_is_not_changed_and_finish_still_runs(widgets, run_module):
+    # finish ends every real run, writes or not: os_compute_drain waits there for a host an earlier run disabled.
     result = run_module(MODULE, dict(ARGS, widgets={"a": 1, "c": 3}), diff=True)
     assert result["changed"] is False and result["unchanged"] == ["a", "c"]
     assert result["diff"] == {"before": {}, "after": {}}
-    assert [c[0] for c in widgets.method_calls] == ["list"] and Widgets.finished == []
+    assert [c[0] for c in widgets.method_calls] == ["list"] and Widgets.finished == [{}]
 
 
 def test_no_diff_unless_asked(widgets, run_module):

@@ -223,3 +223,32 @@ def test_api_error_fails_before_disabling(drain_module, run_module, nova):
     assert result["failed"] is True and result["changed"] is False
     assert result["msg"].startswith("listing servers on host gpu-1 failed: HTTP 503")
     assert not nova.compute.disable_service.called
+
+
+def test_a_rerun_waits_for_the_host_an_earlier_run_disabled(drain_module, run_module, nova):
+    reason = "open-gpu-cloud: host reboot"
+    nova.service.status, nova.service.disabled_reason = "disabled", reason
+    nova.state = {"a": srv("a")}
+    result = run_module(drain_module, dict(cloud="ogc-test", host="gpu-1", timeout=1))
+    assert result["failed"] is True and result["changed"] is False
+    assert "gpu-1: still running on it after 1 s: a (a, ACTIVE)" in result["msg"]
+    assert not nova.compute.disable_service.called
+
+
+def test_skip_mode_enables_again_when_a_server_landed_meanwhile(drain_module, run_module, nova):
+    landed = iter([[], [srv("late")]])
+    nova.compute.servers.side_effect = lambda **kw: iter([SimpleNamespace(**s) for s in next(landed)])
+    result = run_module(drain_module, dict(cloud="ogc-test", host="gpu-1", mode="skip"))
+    assert result["changed"] is True and result["outcome"] == "skipped"
+    assert [s["id"] for s in result["blocking"]] == ["late"]
+    assert result["service"]["status"] == "enabled"
+    nova.compute.disable_service.assert_called_once()
+    nova.compute.enable_service.assert_called_once_with(nova.service, "gpu-1", "nova-compute")
+
+
+def test_check_mode_of_a_busy_drain_says_would_drain(drain_module, run_module, nova):
+    nova.state = {"a": srv("a")}
+    result = run_module(drain_module, dict(cloud="ogc-test", host="gpu-1", mode="shelve"), check_mode=True)
+    assert result["changed"] is True and result["outcome"] == "would_drain"
+    assert [s["id"] for s in result["would_shelve"]] == ["a"] and result["shelved"] == []
+    assert not nova.compute.disable_service.called and not nova.compute.shelve_server.called

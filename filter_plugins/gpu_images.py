@@ -1,0 +1,81 @@
+# -*- coding: utf-8 -*-
+# Copyright: open-gpu-cloud contributors
+# Apache License 2.0 (see pyproject.toml)
+"""The gpu_images role's view of a declared image (pure; the rules are module_utils/gpu_images.py's).
+
+* ``images | ogc_image_problems(default_branch, default_version)``: what is wrong with the declared images
+  (one message per problem, naming the image, the variable and the fix); empty when they can be built.
+* ``image | ogc_image_build(default_branch, default_version, docker_mtu, datasources, extra_env={})``: how one
+  image is built: ``name``, ``disk_format``, ``elements`` (the declared ones plus ``cloud-init-datasources``),
+  ``distro``, ``release``, ``nvidia_pins`` ({package: version}, empty without the NVIDIA element) and
+  ``environment`` (the ``DIB_*`` variables of its ``disk-image-create``, ``extra_env`` beneath the image's own).
+"""
+
+from __future__ import annotations
+
+import os
+
+import ansible.module_utils
+
+# The project's module_utils/ (ansible.cfg `module_utils`), importable here as modules import it.
+_MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
+if _MODULE_UTILS not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(_MODULE_UTILS)
+
+from ansible.module_utils import gpu_images  # noqa: E402  pylint: disable=wrong-import-position
+
+try:
+    from ansible.errors import AnsibleFilterError
+except ImportError:  # pragma: no cover
+    class AnsibleFilterError(Exception):
+        """Stand-in when ansible is not importable."""
+
+# Added to every image: cloud-init reads only the datasources the role sets (gpu_images_cloud_init_datasources).
+ALWAYS_ELEMENTS = ("cloud-init-datasources",)
+
+
+def ogc_image_problems(images, default_branch, default_version):
+    """Every problem of the declared images, in order; duplicate names are one too."""
+    if not isinstance(images, list):
+        return [f"image_builds must be a list of images, got {type(images).__name__}"]
+    problems, seen = [], set()
+    for image in images:
+        problems += gpu_images.image_problems(image, default_branch, default_version)
+        name = image.get("name") if isinstance(image, dict) else None
+        if isinstance(name, str):
+            if name in seen:
+                problems.append(f"image {name} is declared twice in image_builds: names must be unique")
+            seen.add(name)
+    return problems
+
+
+def ogc_image_build(image, default_branch, default_version, docker_mtu, datasources, extra_env=None):
+    """How one declared image is built (see the module docstring). Raises on an image with problems."""
+    problems = gpu_images.image_problems(image, default_branch, default_version)
+    if problems:
+        raise AnsibleFilterError("ogc_image_build: " + "; ".join(problems))
+    elements = list(image["elements"])
+    distro = gpu_images.image_distro(elements)
+    pins = {}
+    if gpu_images.NVIDIA_ELEMENT in elements:
+        pin = gpu_images.image_pins(image, default_branch, default_version)
+        pins = {package: pin["version"] for package in gpu_images.nvidia_packages(distro, pin["branch"])}
+    environment = {str(k): str(v) for k, v in (extra_env or {}).items()}
+    environment.update(gpu_images.build_environment(image, default_branch, default_version, docker_mtu,
+                                                    datasources))
+    return {
+        "name": image["name"],
+        "disk_format": image.get("disk_format") or "qcow2",
+        "elements": elements + [e for e in ALWAYS_ELEMENTS if e not in elements],
+        "distro": distro,
+        "release": environment["DIB_RELEASE"],
+        "nvidia_pins": pins,
+        "environment": environment,
+    }
+
+
+class FilterModule:
+    """The gpu_images role's filters."""
+
+    def filters(self):
+        return {"ogc_image_problems": ogc_image_problems, "ogc_image_build": ogc_image_build}

@@ -1,0 +1,21 @@
+"""Every module documents itself: ansible-doc reads each one's DOCUMENTATION, EXAMPLES and RETURN."""
+
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MODULES = sorted(name[:-3] for name in os.listdir(os.path.join(ROOT, "library")) if name.endswith(".py"))
+
+
+def test_ansible_doc_reads_every_module():
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-doc"), "--json", "-t", "module",
+                           *MODULES], capture_output=True, text=True, cwd=ROOT, env=env, check=False, timeout=300)
+    assert proc.returncode == 0 and "[ERROR]" not in proc.stderr, proc.stderr[-3000:]
+    docs = json.loads(proc.stdout)
+    assert sorted(docs) == MODULES, proc.stderr[-3000:]
+    for name, entry in docs.items():
+        assert entry["doc"]["short_description"], name
+        assert entry["examples"] and entry["return"], name
