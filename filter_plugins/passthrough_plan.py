@@ -519,6 +519,9 @@ def _softdeps(vfio_devices, by_addr):
                     softdeps.append(dev["driver_module"])
             else:
                 softdeps.append(DRIVER_MODULES.get(dev["driver"], dev["driver"].replace("-", "_")))
+        # On vfio-pci already (after the reboot that settled the plan), its driver link no longer names its host
+        # driver: the modules matching its modalias do, so the softdep that keeps that driver off it stays.
+        softdeps.extend(dev.get("host_modules") or ())
     return sorted(set(softdeps))
 
 

@@ -123,7 +123,11 @@ ansible_facts:
           type: bool
           sample: true
         devices:
-          description: Every PCI function, sorted by address.
+          description:
+            - Every PCI function, sorted by address.
+            - "A function on vfio-pci read from the live C(/sys) also has C(host_modules): the kernel modules whose
+              aliases match its modalias (as C(modprobe --resolve-alias) resolves them), the host driver that would
+              take it."
           type: list
           elements: dict
           sample:
@@ -400,7 +404,10 @@ def add_names(devices_dir: str, devices: list, database) -> None:
         dev.update(names)
 
 
-def discover(sysfs_root: str, procfs_root: str, database=None) -> dict:
+def discover(sysfs_root: str, procfs_root: str, database=None, resolve_alias=None) -> dict:
+    """The host's facts. ``resolve_alias`` (the running kernel's ``modprobe --resolve-alias``; only for the live
+    /sys) names the modules whose aliases match a device: for a device on vfio-pci it says which host driver would
+    take it (``host_modules``), which its own driver link no longer does."""
     if not os.path.isdir(sysfs_root):
         raise DiscoveryError(
             f"sysfs_root {sysfs_root} does not exist or is not a directory: set it (inventory variable "
@@ -439,6 +446,9 @@ def discover(sysfs_root: str, procfs_root: str, database=None) -> dict:
         if not pci_address.is_address(address.lower()):
             raise DiscoveryError(f"{os.path.join(devices_dir, address)}: {address!r} is not a PCI address like 0000:27:00.0")
         dev = read_device(devices_dir, address)
+        if resolve_alias is not None and dev["driver"] == "vfio-pci":
+            alias = _read(os.path.join(devices_dir, address, "modalias"))
+            dev["host_modules"] = sorted(m for m in resolve_alias(alias) if m != "vfio_pci") if alias else []
         devices.append(dev)
         if dev["iommu_group"] is not None:
             groups.setdefault(dev["iommu_group"], []).append(dev["address"])
@@ -465,6 +475,18 @@ def _group_key(group: str):
     return (0, int(group), "") if group.isdigit() else (1, 0, group)
 
 
+def _alias_resolver(module):
+    """The running kernel's modules for a modalias, as modprobe resolves it (kmod's own rules); none without kmod."""
+    modprobe = module.get_bin_path("modprobe")
+    if not modprobe:
+        return lambda alias: []
+
+    def resolve(alias):
+        rc, out, _err = module.run_command([modprobe, "--resolve-alias", alias], environ_update={"LC_ALL": "C"})
+        return [line.strip().replace("-", "_") for line in out.splitlines() if line.strip()] if rc == 0 else []
+    return resolve
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -477,7 +499,8 @@ def main():
     path = module.params["pci_ids_path"] or pci_ids.find()
     try:
         database = pci_ids.load(path) if path else None
-        facts = discover(module.params["sysfs_root"], module.params["procfs_root"], database)
+        facts = discover(module.params["sysfs_root"], module.params["procfs_root"], database,
+                         _alias_resolver(module) if os.path.realpath(module.params["sysfs_root"]) == "/sys" else None)
     except (DiscoveryError, pci_ids.PciIdsError) as exc:
         module.fail_json(msg=f"pci_passthrough_facts: {exc}")
     module.exit_json(changed=False, ansible_facts={"pci_passthrough": facts})

@@ -151,8 +151,12 @@ printf '%s\n%s\n' "$verdict" "$current"
 
 
 def answer(stdout, where):
-    """``(verdict, record before or None)`` from HOST_SCRIPT's output; LockError for a record that is no lock."""
-    verdict, _, rest = (stdout or "").lstrip("\n").partition("\n")
+    """``(verdict, record before or None)`` from HOST_SCRIPT's output; LockError for a record that is no lock.
+
+    Over SSH with become the script runs on a terminal (Ansible's ``ssh -tt``): its lines end in CR LF, and the line
+    break of the become prompt's success marker can be left before the verdict."""
+    text = (stdout or "").replace("\r\n", "\n").replace("\r", "\n").lstrip()
+    verdict, _, rest = text.partition("\n")
     verdict = verdict.strip()
     if verdict not in ("ACQUIRED", "TOOK_OVER", "HELD", "RELEASED", "KEPT", "FREE"):
         raise LockError(f"the lock {where} could not be read or written on the host: {stdout.strip() or 'no answer'}")

@@ -460,6 +460,22 @@ def test_softdeps_use_the_module_name_from_sysfs_not_the_driver_name(planner, ho
     assert not any("simplefb" in d for d in softdeps)  # built in: nothing to order
 
 
+def test_a_device_already_on_vfio_pci_keeps_the_softdep_of_its_host_driver(planner):
+    # Before the reboot bochs-drm holds the GPU; after it vfio-pci does, and only the modules its modalias resolves
+    # to (the facts' host_modules) name the host driver: the plan, and so /etc/modprobe.d/vfio.conf, stays the same.
+    before = facts_of([dev("0000:01:00.0", "1234:1111", "030000", 1, driver="bochs-drm", driver_module="bochs"),
+                       dev("0000:02:00.0", "1234:1111", "030000", 2, driver="bochs-drm", driver_module="bochs")])
+    after = facts_of([dict(dev("0000:01:00.0", "1234:1111", "030000", 1, driver="vfio-pci", driver_module="vfio_pci"),
+                           host_modules=["bochs"]),
+                      dev("0000:02:00.0", "1234:1111", "030000", 2, driver="bochs-drm", driver_module="bochs")])
+    policy = {"vendors": ["1234"], "keep_on_host": ["0000:02:00.0"]}
+    planned = [planner.passthrough_plan(facts, policy)["softdep_drivers"] for facts in (before, after)]
+    assert planned[0] == planned[1] == ["bochs"]
+    # Without host_modules (facts of a captured tree, or no kmod) the driver on vfio-pci names none.
+    del after["devices"][0]["host_modules"]
+    assert planner.passthrough_plan(after, policy)["softdep_drivers"] == []
+
+
 def test_a_device_left_on_vfio_that_the_plan_keeps_on_the_host_is_pending(planner):
     facts = facts_of([dev("0000:01:00.0", "10de:1db4", "030200", 1, driver="vfio-pci"),
                       dev("0000:02:00.0", "10de:1db4", "030200", 2, driver="vfio-pci"),

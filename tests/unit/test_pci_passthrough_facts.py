@@ -69,6 +69,25 @@ def test_sriov_numa_minus_one_unbound_and_override(host_facts, fixture_host, fac
     assert dev["driver"] is None and dev["driver_override"] == "vfio-pci"
 
 
+def test_a_device_on_vfio_pci_names_the_modules_its_modalias_resolves_to(fixture_host, facts_module):
+    root = fixture_host("console-twin", drivers={"0000:0b:00.0": "vfio-pci"})
+    with open(os.path.join(root, "sys/bus/pci/devices/0000:0b:00.0/modalias"), "w") as fh:
+        fh.write("pci:v000010DEd00001DB4sv000010DEsd00001212bc03sc02i00\n")
+    asked = []
+
+    def resolve(alias):
+        asked.append(alias)
+        return ["nouveau", "vfio_pci"]
+
+    devices = {d["address"]: d for d in facts_module.discover(f"{root}/sys", f"{root}/proc", None, resolve)["devices"]}
+    assert devices["0000:0b:00.0"]["host_modules"] == ["nouveau"]  # vfio-pci itself is no host driver
+    assert asked == ["pci:v000010DEd00001DB4sv000010DEsd00001212bc03sc02i00"]  # asked for vfio-pci devices only
+    assert not any("host_modules" in d for a, d in devices.items() if a != "0000:0b:00.0")
+    # Without a resolver (a captured tree, not the live /sys) nothing is added.
+    plain = facts_module.discover(f"{root}/sys", f"{root}/proc")["devices"]
+    assert not any("host_modules" in d for d in plain)
+
+
 def test_cpu_without_virtualization_flag(facts_module):
     vendor, model, virt = facts_module.parse_cpuinfo("vendor_id\t: GenuineIntel\nmodel name\t: Xeon\nflags\t\t: fpu sse\n")
     assert (vendor, model, virt) == ("intel", "Xeon", None)

@@ -22,6 +22,7 @@ SCANNED = ("tests", "scripts", "bench", "library", "module_utils", "filter_plugi
 # Shell scripts that do not run on this machine: their programs come from elsewhere.
 ELSEWHERE = {
     "tests/realkernel/init.sh": "the real-kernel guest's /init: busybox applets inside the guest's initramfs",
+    "tests/realserver/install-boot.sh": "the test server's first boot: programs of the server image's Debian packages",
     "tests/helpers/gpu-image-guest-report.sh": "the GPU guest image's report: runs inside the booted image, with "
                                                "the image's own programs",
 }
@@ -30,10 +31,10 @@ ELSEWHERE = {
 BASE = {"apt-get": "apt", "apt-cache": "apt", "dpkg-deb": "dpkg", "bash": "bash", "sh": "dash",
         "timeout": "coreutils", "nohup": "coreutils", "head": "coreutils", "unshare": "util-linux",
         "dpkg-query": "dpkg", "update-grub": "grub2-common", "awk": "mawk", "flock": "util-linux",
-        "setsid": "util-linux", "partx": "util-linux", "grep": "grep", "mount": "mount",
+        "setsid": "util-linux", "partx": "util-linux", "grep": "grep", "mount": "mount", "sed": "sed",
         **{program: "coreutils" for program in (
-            "basename", "cat", "cut", "date", "dirname", "id", "ln", "mkdir", "mktemp", "rm", "seq", "sha256sum",
-            "sleep", "tail", "tee")}}
+            "basename", "cat", "chmod", "chroot", "cut", "date", "dirname", "id", "install", "ln", "mkdir", "mktemp",
+            "rm", "seq", "sha256sum", "sleep", "tail", "tee")}}
 # Shell keywords and bash builtins: nothing to install. A segment starting with one of SKIP_SEGMENT runs no program
 # (a loop header, a case head, a lookup); after one of PREFIXES the next word is the program.
 SHELL_BUILTINS = {
@@ -60,7 +61,7 @@ JINJA = re.compile(r"\{\{.*?\}\}", re.S)
 # update-grub is the host role's default command on a real GPU host; the tests always replace it with a recorder.
 NOT_RUN_IN_TESTS = {"update-grub"}
 # Programs the toolkit's virtualenv provides (pyproject.toml), found beside the running Python.
-VENV = {"ansible-playbook", "python"}
+VENV = {"ansible-playbook", "molecule", "python"}
 
 PY_CALL = re.compile(r'(?:subprocess\.(?:run|Popen|check_output|check_call|call)|\b_run)\(\s*\[\s*"([^"/{][^"]*)"')
 PY_ARGV = re.compile(r'\b(?:argv|cmd|command)\s*=\s*\[\s*"([^"/{][^"]*)"')
