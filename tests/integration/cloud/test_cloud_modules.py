@@ -411,6 +411,7 @@ all:
       ansible_connection: local
       ansible_python_interpreter: {python}
       cloud_clouds_yaml: {clouds_yaml}
+      cloud_name: ogc-test
       cloud_resources_known_aliases: [tesla-v100]
       cloud_flavors:
         - {{name: gpu_tiny, id: gpu_tiny, vcpus: 4, ram: 2048, disk: 20, extra_specs: {{"pci_passthrough:alias": "tesla-v100:1"}}}}

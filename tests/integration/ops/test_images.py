@@ -16,7 +16,7 @@ import sys
 import pytest
 import yaml
 
-from ogc_testlib import ROOT, load_source, wait_status
+from ogc_testlib import ROOT, enable_compute_service, load_source, wait_status
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "helpers"))
 import gpu_image  # noqa: E402  pylint: disable=wrong-import-position
@@ -306,6 +306,7 @@ def test_the_built_gpu_image_uploads_and_boots_a_server_of_the_gpu_flavor(comput
     extra.write_text(json.dumps({"image_builds": [declared], "image_files": {name: build.image},
                                  "cloud_clouds_yaml": compute_cloud.clouds_yaml, "cloud_name": "ogc-test"}))
     conn = compute_cloud.connect()
+    enable_compute_service(conn, "ogc-gpu-1")  # the drain tests on this cloud leave it disabled
     rc, out = run_images(compute_cloud, "-e", f"@{extra}")
     assert rc == 0, out
     image = conn.image.find_image(name, ignore_missing=False)
