@@ -167,3 +167,50 @@ def wait_status(conn, server_id, wanted, timeout=180):
         if server.status in wanted or time.time() > deadline:
             return server
         time.sleep(1)
+
+
+# ---- The processes of a test cloud, read from /proc (not from what the cloud recorded) ----
+
+SUPERVISE = os.path.join(ROOT, "scripts", "testcloud", "supervise.py")
+
+
+def _read(path):
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return b""
+
+
+def processes_of(directory, marker="OGC_TESTCLOUD_DIR"):
+    """{pid: command line} of the live processes whose environment has MARKER=DIRECTORY or whose working
+    directory is inside DIRECTORY (deleted or not)."""
+    directory = os.path.realpath(directory)
+    wanted = f"{marker}={directory}".encode()
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        stat = _read(f"/proc/{entry}/stat")
+        if not stat or stat.rsplit(b")", 1)[1].split()[0] == b"Z":
+            continue  # gone, or a zombie: nothing runs
+        try:
+            cwd = os.readlink(f"/proc/{entry}/cwd").removesuffix(" (deleted)")
+        except OSError:
+            cwd = ""
+        if wanted in _read(f"/proc/{entry}/environ").split(b"\0") or cwd == directory or \
+                cwd.startswith(directory + os.sep):
+            found[int(entry)] = _read(f"/proc/{entry}/cmdline").replace(b"\0", b" ").decode(errors="replace")
+    return found
+
+
+def supervisor_of(pid):
+    """The supervise.py process PID runs under (itself when it is one), or None."""
+    while pid > 1:
+        if SUPERVISE.encode() in _read(f"/proc/{pid}/cmdline").split(b"\0"):
+            return pid
+        stat = _read(f"/proc/{pid}/stat")
+        if not stat:
+            return None
+        pid = int(stat.rsplit(b")", 1)[1].split()[1])
+    return None

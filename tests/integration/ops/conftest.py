@@ -3,13 +3,21 @@
 RabbitMQ, Placement, nova-conductor, nova-scheduler and a fake nova-compute (two Tesla V100 on host
 ogc-gpu-1) beside Keystone, Nova API and Glance, all on the cloud's MariaDB. Every server stops by itself after
 30 minutes even if the session dies.
+
+Stop means stopped: the fixture reads the cloud's processes from /proc when it has started (each one, forked
+workers in sessions of their own included, runs below a supervisor) and again after `testcloud.sh stop` (none is
+left). A failure there is the last test's error in the report.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from ogc_testlib import TestCloudHandle
+from ogc_testlib import TestCloudHandle, processes_of, supervisor_of
+
+# What a compute cloud runs: the scan must see each (else an empty scan after the stop proves nothing).
+COMPUTE_CLOUD_PROCESSES = ("mariadbd", "beam.smp", "gunicorn", "nova-scheduler: ServiceWrapper worker(0)",
+                           "nova-conductor", "ogc_nova_compute.py", "supervise.py")
 
 
 @pytest.fixture(scope="session")
@@ -17,6 +25,16 @@ def compute_cloud(tmp_path_factory):
     cloud = TestCloudHandle(tmp_path_factory.mktemp("computecloud"))
     out = cloud.script("start", "--lifetime", "1800", "--with-compute")
     print(out)
-    yield cloud
-    cloud.script("stop")
-    print(f"\ncompute test cloud timings (s): {cloud.timings}")
+    try:
+        running = processes_of(cloud.dir)
+        commands = "\n".join(running.values())
+        missing = [name for name in COMPUTE_CLOUD_PROCESSES if name not in commands]
+        assert not missing, f"{missing} not found among the compute cloud's processes:\n{commands}"
+        unsupervised = {pid: cmd for pid, cmd in running.items() if not supervisor_of(pid)}
+        assert not unsupervised, f"these run below no supervise.py: {unsupervised}"
+        yield cloud
+    finally:
+        cloud.script("stop")
+        print(f"\ncompute test cloud timings (s): {cloud.timings}")
+    left = processes_of(cloud.dir)
+    assert left == {}, f"still running after testcloud.sh stop: {left}"
