@@ -161,6 +161,115 @@ def test_summary_figures_are_the_plans(demo):
     assert offered[("tesla-v100", "type-PCI")] == {"seed-v100": 4}
 
 
+# ---- What the host phase left on each simulated host (its sandbox root, the tools it ran, the reboot) ----
+# The runs of this file are idempotent, so what is read here is the same whichever of them ran last.
+
+class Sandbox:
+    """A demo host's sandbox root, the commands the role ran there (scripts/record_command.py) and its
+    simulated reboots (scripts/simulate_reboot.py)."""
+
+    def __init__(self, demo, host):
+        self.root = demo.dir / "hosts" / host
+        self.calls_log = demo.dir / "hosts" / f"{host}.calls.jsonl"
+
+    def read(self, rel):
+        return (self.root / rel).read_text()
+
+    def lines(self, rel):
+        """The file's lines that are neither empty nor comments."""
+        return [line for line in self.read(rel).splitlines() if line.strip() and not line.startswith("#")]
+
+    def grub_line(self, variable="GRUB_CMDLINE_LINUX_DEFAULT"):
+        (line,) = [line for line in self.read("etc/default/grub").splitlines() if line.startswith(variable + "=")]
+        return line
+
+    def calls(self):
+        entries = [json.loads(line) for line in self.calls_log.read_text().splitlines() if line.strip()]
+        return [[entry["name"], *entry["argv"]] for entry in entries]
+
+    def reboots(self):
+        path = self.root / ".simulated-reboots"
+        return path.read_text().splitlines() if path.exists() else []
+
+    def driver(self, address):
+        link = self.root / "sys" / "bus" / "pci" / "devices" / address / "driver"
+        return os.path.basename(os.readlink(link)) if os.path.islink(link) else None
+
+
+PLANNED_LINES = {
+    "seed-v100": 'GRUB_CMDLINE_LINUX_DEFAULT="quiet splash iommu=pt vfio-pci.ids=10de:1db4 rd.driver.pre=vfio-pci '
+                 'modprobe.blacklist=nouveau,nvidiafb"',
+    "consumer-rtx": 'GRUB_CMDLINE_LINUX_DEFAULT="quiet iommu=pt vfio-pci.ids=10de:10f7,10de:1ad6,10de:1ad7,10de:1e07 '
+                    'rd.driver.pre=vfio-pci modprobe.blacklist=nouveau,nvidiafb"',
+    "intel-t4": 'GRUB_CMDLINE_LINUX_DEFAULT="quiet intel_iommu=on iommu=pt vfio-pci.ids=10de:1eb8 '
+                'rd.driver.pre=vfio-pci modprobe.blacklist=nouveau,nvidiafb"',
+}
+ORIGINAL_LINES = {"seed-v100": "quiet splash", "consumer-rtx": "quiet", "intel-t4": "quiet"}
+ON_VFIO = {
+    "seed-v100": ["0000:27:00.0", "0000:28:00.0", "0000:44:00.0", "0000:a3:00.0", "0000:c3:00.0", "0000:c4:00.0"],
+    "consumer-rtx": [f"0000:0{card}:00.{fn}" for card in (1, 2) for fn in range(4)],
+    "intel-t4": ["0000:18:00.0", "0000:3b:00.0"],
+}
+CONSOLES = {"seed-v100": ("0000:03:00.0", "ast"), "consumer-rtx": ("0000:31:00.0", "ast"),
+            "intel-t4": ("0000:03:00.0", "mgag200")}
+
+
+@pytest.mark.parametrize("host", GPU_HOSTS)
+def test_the_grub_line_has_the_planned_args_once_and_the_original_is_backed_up(demo, host):
+    sandbox = Sandbox(demo, host)
+    line = sandbox.grub_line()
+    assert line == PLANNED_LINES[host]
+    keys = [arg.split("=")[0].replace("_", "-") for arg in line.split("=", 1)[1].strip('"').split()]
+    assert len(keys) == len(set(keys)), line
+    grub = sandbox.read("etc/default/grub")
+    assert 'GRUB_CMDLINE_LINUX=""' in grub and "GRUB_DISTRIBUTOR=`lsb_release -i -s 2> /dev/null || echo Debian`" in grub
+    backups = sorted((sandbox.root / "etc" / "default").glob("grub.*~"))
+    assert len(backups) == 1, backups
+    assert f'GRUB_CMDLINE_LINUX_DEFAULT="{ORIGINAL_LINES[host]}"\n' in backups[0].read_text()
+
+
+@pytest.mark.parametrize("host", GPU_HOSTS)
+def test_the_vfio_files_bind_by_id_before_the_host_drivers(demo, host):
+    sandbox = Sandbox(demo, host)
+    lines = sandbox.lines("etc/modprobe.d/vfio.conf")
+    if host == "seed-v100":
+        assert lines == ["options vfio-pci ids=10de:1db4", "softdep nouveau pre: vfio-pci",
+                         "softdep nvidia pre: vfio-pci", "softdep nvidiafb pre: vfio-pci"]
+    elif host == "consumer-rtx":
+        assert lines[0] == "options vfio-pci ids=10de:10f7,10de:1ad6,10de:1ad7,10de:1e07"
+        assert {"softdep snd_hda_intel pre: vfio-pci", "softdep xhci_pci pre: vfio-pci",
+                "softdep i2c_nvidia_gpu pre: vfio-pci"} <= set(lines), lines
+    else:
+        assert lines[0] == "options vfio-pci ids=10de:1eb8" and "softdep nouveau pre: vfio-pci" in lines
+    assert not [line for line in lines if line.startswith("install ")]
+    assert sandbox.lines("etc/modprobe.d/blacklist-passthrough.conf") == ["blacklist nouveau", "blacklist nvidiafb"]
+    assert sandbox.lines("etc/modules-load.d/vfio.conf") == ["vfio", "vfio_iommu_type1", "vfio_pci"]
+    modules = sandbox.read("etc/initramfs-tools/modules")
+    assert "vfio\nvfio_iommu_type1\nvfio_pci\n" in modules and modules.count("vfio_pci") == 1
+    # Every planned device is bound by its ID: no per-address binding is installed.
+    for rel in ("usr/local/sbin/vfio-pci-bind", "etc/systemd/system/vfio-pci-bind.service",
+                "etc/initramfs-tools/hooks/vfio-pci-bind"):
+        assert not (sandbox.root / rel).exists(), rel
+
+
+@pytest.mark.parametrize("host", GPU_HOSTS)
+def test_the_tools_ran_once_and_one_reboot_put_the_gpus_on_vfio_pci(demo, host):
+    sandbox = Sandbox(demo, host)
+    assert sandbox.calls() == [["update-grub"], ["update-initramfs", "-u", "-k", "all"]]
+    (reboot,) = sandbox.reboots()
+    missing = [arg for arg in PLANNED_LINES[host].split('"')[1].split() if arg not in reboot.split()]
+    assert not missing, (missing, reboot)
+    assert sandbox.read("proc/cmdline").strip() == reboot
+    for address in ON_VFIO[host]:
+        assert sandbox.driver(address) == "vfio-pci", address
+    console, driver = CONSOLES[host]
+    assert sandbox.driver(console) == driver
+    if host == "intel-t4":  # booted with the IOMMU off: the reboot turned it on
+        assert "intel_iommu=off" not in reboot
+        assert (sandbox.root / "sys/class/iommu/dmar0").exists()
+        assert "20" in {group.name for group in (sandbox.root / "sys/kernel/iommu_groups").iterdir()}
+
+
 def test_day2_steps_on_the_demo_write_only_in_the_demo_dir(demo):
     # Every run of this file writes only in the demo directory (Demo.site); the README's day-2 steps too, and
     # each simulated host's metrics land in its own sandbox root, where its node_exporter would read them.
