@@ -2,7 +2,9 @@
 
 RabbitMQ, Placement, nova-conductor, nova-scheduler and a fake nova-compute (two Tesla V100 on host
 ogc-gpu-1) beside Keystone, Nova API and Glance, all on the cloud's MariaDB. Every server stops by itself after
-30 minutes even if the session dies.
+90 minutes (CI's limit for the whole test command) even if the session dies: on a machine without the GPU image's
+cache, the image's upload test in this group waits for the image's build (tests/helpers/gpu_image.py), about an hour
+on 2 busy cores, with the cloud started at the beginning of the run.
 
 Stop means stopped: the fixture reads the cloud's processes from /proc when it has started (each one, forked
 workers in sessions of their own included, runs below a supervisor) and again after `testcloud.sh stop` (none is
@@ -23,7 +25,7 @@ COMPUTE_CLOUD_PROCESSES = ("mariadbd", "beam.smp", "gunicorn", "nova-scheduler: 
 @pytest.fixture(scope="session")
 def compute_cloud(tmp_path_factory):
     cloud = TestCloudHandle(tmp_path_factory.mktemp("computecloud"))
-    out = cloud.script("start", "--lifetime", "1800", "--with-compute")
+    out = cloud.script("start", "--lifetime", "5400", "--with-compute")
     print(out)
     try:
         running = processes_of(cloud.dir)
