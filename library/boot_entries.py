@@ -73,11 +73,7 @@ options:
     description: The boot-config command, as the diagnosis names it.
     type: str
     default: the boot-config tool
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment: [ogc_attributes.check_only]
 notes:
   - Read-only; runs the same in check mode.
 author:

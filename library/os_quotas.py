@@ -24,7 +24,7 @@ description:
   - Check mode and diff mode use the same difference function as a real run.
 version_added: "0.1.0"
 author: open-gpu-cloud contributors
-extends_documentation_fragment: [ogc_openstack, ogc_openstack.check_and_diff]
+extends_documentation_fragment: [ogc_openstack, ogc_attributes.check_and_diff]
 options:
   default_class:
     description: Values of the C(default) quota class set. Omit it to leave the class alone.
