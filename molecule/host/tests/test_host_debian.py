@@ -9,7 +9,7 @@ import sandbox  # noqa: E402  pylint: disable=wrong-import-position
 testinfra_hosts = ["seed-v100", "consumer-rtx"]
 
 V100 = ["0000:27:00.0", "0000:28:00.0", "0000:44:00.0", "0000:a3:00.0", "0000:c3:00.0", "0000:c4:00.0"]
-RTX = ["0000:0%d:00.%d" % (card, fn) for card in (1, 2) for fn in range(4)]
+RTX = [f"0000:0{card}:00.{fn}" for card in (1, 2) for fn in range(4)]
 
 
 def is_seed(host):
@@ -20,8 +20,8 @@ def test_grub_line_has_the_planned_args_once_and_keeps_the_rest(host):
     line = sandbox.cmdline_value(host)
     ids = "10de:1db4" if is_seed(host) else "10de:10f7,10de:1ad6,10de:1ad7,10de:1e07"
     before = "quiet splash" if is_seed(host) else "quiet"
-    assert line == ('GRUB_CMDLINE_LINUX_DEFAULT="%s iommu=pt vfio-pci.ids=%s rd.driver.pre=vfio-pci '
-                    'modprobe.blacklist=nouveau,nvidiafb"' % (before, ids))
+    assert line == (f'GRUB_CMDLINE_LINUX_DEFAULT="{before} iommu=pt vfio-pci.ids={ids} rd.driver.pre=vfio-pci '
+                    'modprobe.blacklist=nouveau,nvidiafb"')
     grub = sandbox.read(host, "etc/default/grub")
     assert 'GRUB_CMDLINE_LINUX=""' in grub and "GRUB_DISTRIBUTOR=`lsb_release -i -s 2> /dev/null || echo Debian`" in grub
 
@@ -30,7 +30,7 @@ def test_grub_backup_holds_the_original(host):
     backups = sorted((sandbox.root(host) / "etc" / "default").glob("grub.*~"))
     assert len(backups) == 1
     before = "quiet splash" if is_seed(host) else "quiet"
-    assert 'GRUB_CMDLINE_LINUX_DEFAULT="%s"\n' % before in backups[0].read_text()
+    assert f'GRUB_CMDLINE_LINUX_DEFAULT="{before}"\n' in backups[0].read_text()
 
 
 def test_modprobe_options_and_softdeps(host):

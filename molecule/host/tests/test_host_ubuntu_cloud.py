@@ -26,7 +26,7 @@ def line(host, rel, variable):
 def test_arguments_in_the_drop_in_that_takes_effect(host):
     if name(host) == "cloud-v100":
         assert line(host, "etc/default/grub.d/50-cloudimg-settings.cfg", "GRUB_CMDLINE_LINUX_DEFAULT") == (
-            'GRUB_CMDLINE_LINUX_DEFAULT="console=tty1 console=ttyS0 %s"' % PLANNED)
+            f'GRUB_CMDLINE_LINUX_DEFAULT="console=tty1 console=ttyS0 {PLANNED}"')
         # /etc/default/grub's own value would have no effect: it is left exactly as shipped.
         assert sandbox.read(host, "etc/default/grub") == (DISTROS / "ubuntu2404-cloud/etc/default/grub").read_text()
     else:
