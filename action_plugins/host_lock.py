@@ -49,12 +49,12 @@ class ActionModule(ActionBase):
     def _host(self, real, state, owner, takeover=""):
         """HOST_SCRIPT on the host: (verdict, the record the lock held) or a failure dict."""
         args = [real, state, owner["run"], takeover, "1" if self._task.check_mode else "0", hl.dump(owner)]
-        command = "sh -c %s host_lock %s" % (shlex.quote(hl.HOST_SCRIPT), " ".join(shlex.quote(a) for a in args))
+        command = f"sh -c {shlex.quote(hl.HOST_SCRIPT)} host_lock {' '.join(shlex.quote(a) for a in args)}"
         done = self._low_level_execute_command(command, sudoable=True)
         if done.get("rc") != 0:
-            raise hl.LockError("cannot %s the lock %s on the host: %s" % (
-                "take" if state == "held" else "release", real,
-                (done.get("stderr") or done.get("stdout") or "rc %s" % done.get("rc")).strip()))
+            verb = "take" if state == "held" else "release"
+            why = (done.get("stderr") or done.get("stdout") or f"rc {done.get('rc')}").strip()
+            raise hl.LockError(f"cannot {verb} the lock {real} on the host: {why}")
         return hl.answer(done.get("stdout", ""), real)
 
     def run(self, tmp=None, task_vars=None):
@@ -85,10 +85,10 @@ class ActionModule(ActionBase):
             seen = ("it is still running" if alive else
                     "it ran on another control host, whose processes cannot be seen from here")
             result.update(failed=True, msg=(
-                "%s: another run of the host phase holds the host's lock %s: %s; %s. Two runs would reboot the host "
-                "twice and one's reboot could land while the other rebuilds the initramfs, so this run stops before "
-                "changing anything. Wait for that run to end, then run this play again; if it is gone (its control "
-                "host crashed), remove %s on %s first." % (host, path, hl.describe(before), seen, path, host)))
+                f"{host}: another run of the host phase holds the host's lock {path}: {hl.describe(before)}; {seen}. "
+                "Two runs would reboot the host twice and one's reboot could land while the other rebuilds the "
+                "initramfs, so this run stops before changing anything. Wait for that run to end, then run this play "
+                f"again; if it is gone (its control host crashed), remove {path} on {host} first."))
         elif verdict == "TOOK_OVER":
             result["msg"] = f"took over the lock of {hl.describe(before)}: that run is gone"
         return result

@@ -64,23 +64,3 @@ options:
 requirements:
   - openstacksdk >= 1.0
 """
-
-    # extends_documentation_fragment: [ogc_openstack, ogc_openstack.check_and_diff] for a module whose check
-    # mode and diff mode use the same difference as a real run.
-    CHECK_AND_DIFF = r"""
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-"""
-
-    # extends_documentation_fragment: [ogc_openstack, ogc_openstack.check_only] for a module that supports
-    # check mode but has no diff to show.
-    CHECK_ONLY = r"""
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-"""

@@ -51,7 +51,7 @@ def _names(items, what):
     if items is None:
         return set()
     if not isinstance(items, (list, tuple)):
-        raise AnsibleFilterError("%s must be a list of {name: ...} items, got %s" % (what, type(items).__name__))
+        raise AnsibleFilterError(f"{what} must be a list of {{name: ...}} items, got {type(items).__name__}")
     names = set()
     for item in items:
         if isinstance(item, dict) and isinstance(item.get("name"), str) and item["name"]:
@@ -67,11 +67,11 @@ def _one(runner, index, flavors, images, region):
     """Validate one declared runner; returns (cirun dict, [errors])."""
     errors = []
     if not isinstance(runner, dict):
-        return None, ["ci_runners[%d] must be a dict {name, flavor, image, labels}, got %r" % (index, runner)]
+        return None, [f"ci_runners[{index}] must be a dict {{name, flavor, image, labels}}, got {runner!r}"]
     name = runner.get("name")
     if not isinstance(name, str) or not NAME_RE.match(name):
-        return None, ["ci_runners[%d]: 'name' must be a non-empty string of letters, digits, '-', '_' or '.' "
-                      "(got %r)" % (index, name)]
+        return None, [f"ci_runners[{index}]: 'name' must be a non-empty string of letters, digits, '-', '_' or '.' "
+                      f"(got {name!r})"]
     label = f"runner '{name}'"
     unknown = sorted(set(runner) - set(RUNNER_KEYS))
     if unknown:
@@ -80,24 +80,23 @@ def _one(runner, index, flavors, images, region):
     if not isinstance(flavor, str) or not flavor:
         errors.append(f"{label}: 'flavor' is required (a flavor declared in cloud_flavors)")
     elif flavor not in flavors:
-        errors.append("%s: flavor '%s' is not declared; declare it in cloud_flavors or use one of: %s"
-                      % (label, flavor, ", ".join(sorted(flavors)) or "none declared"))
+        errors.append(f"{label}: flavor '{flavor}' is not declared; declare it in cloud_flavors or use one of: "
+                      f"{', '.join(sorted(flavors)) or 'none declared'}")
     image = runner.get("image")
     if not isinstance(image, str) or not image:
         errors.append(f"{label}: 'image' is required (an image declared in cloud_images)")
     elif image not in images:
-        errors.append("%s: image '%s' is not declared; declare it in cloud_images (or image_builds) or use one of: %s"
-                      % (label, image, ", ".join(sorted(images)) or "none declared"))
+        errors.append(f"{label}: image '{image}' is not declared; declare it in cloud_images (or image_builds) or use "
+                      f"one of: {', '.join(sorted(images)) or 'none declared'}")
     labels = runner.get("labels")
     if not isinstance(labels, (list, tuple)) or not labels:
-        errors.append("%s: 'labels' must be a non-empty list of labels starting with '%s' (e.g. %sopenstack-gpu)"
-                      % (label, LABEL_PREFIX, LABEL_PREFIX))
+        errors.append(f"{label}: 'labels' must be a non-empty list of labels starting with '{LABEL_PREFIX}' (e.g. "
+                      f"{LABEL_PREFIX}openstack-gpu)")
         labels = []
     for item in labels:
         if not isinstance(item, str) or not item.startswith(LABEL_PREFIX) or len(item) == len(LABEL_PREFIX):
-            errors.append("%s: label %r does not start with '%s'; cirun only routes jobs whose runs-on label "
-                          "starts with it: rename it to '%s%s'" % (label, item, LABEL_PREFIX, LABEL_PREFIX,
-                                                                    str(item).strip() or "gpu"))
+            errors.append(f"{label}: label {item!r} does not start with '{LABEL_PREFIX}'; cirun only routes jobs whose "
+                          f"runs-on label starts with it: rename it to '{LABEL_PREFIX}{str(item).strip() or 'gpu'}'")
     if len(set(labels)) != len(labels):
         errors.append(f"{label}: labels repeat ({', '.join(labels)})")
     the_region = runner.get("region", region)
@@ -126,8 +125,8 @@ def cirun_runners(ci_runners, flavors, images, region="RegionOne"):
     Raises AnsibleFilterError listing every problem (each names the runner and the fix).
     """
     if not isinstance(ci_runners, (list, tuple)):
-        raise AnsibleFilterError("ci_runners must be a list of {name, flavor, image, labels}, got %s"
-                                 % type(ci_runners).__name__)
+        raise AnsibleFilterError("ci_runners must be a list of {name, flavor, image, labels}, got "
+                                 f"{type(ci_runners).__name__}")
     if not isinstance(region, str) or not region:
         raise AnsibleFilterError(f"the default region must be a non-empty string (e.g. RegionOne), got {region!r}")
     flavor_names = _names(flavors, "cloud_flavors")
@@ -144,8 +143,8 @@ def cirun_runners(ci_runners, flavors, images, region="RegionOne"):
         seen.add(done["name"])
         for item in done["labels"]:
             if item in owners:
-                errors.append("runner '%s': label '%s' is also used by runner '%s'; cirun picks a runner by label, "
-                              "so each label must belong to one runner" % (done["name"], item, owners[item]))
+                errors.append(f"runner '{done['name']}': label '{item}' is also used by runner '{owners[item]}'; cirun "
+                              "picks a runner by label, so each label must belong to one runner")
             owners[item] = done["name"]
         out.append(done)
     if errors:
@@ -163,13 +162,13 @@ def cirun_repo_configs(ci_runners, flavors, images, repos, region="RegionOne"):
     runners = cirun_runners(ci_runners, flavors, images, region)
     by_name = dict((r["name"], r) for r in runners)
     if not isinstance(repos, (list, tuple)):
-        raise AnsibleFilterError("ci_runner_repos must be a list of {repo: owner/name, runners: [...]}, got %s"
-                                 % type(repos).__name__)
+        raise AnsibleFilterError("ci_runner_repos must be a list of {repo: owner/name, runners: [...]}, got "
+                                 f"{type(repos).__name__}")
     out, errors, seen = [], [], set()
     for index, entry in enumerate(repos):
         if not isinstance(entry, dict) or not isinstance(entry.get("repo"), str) or not REPO_RE.match(entry["repo"]):
-            errors.append("ci_runner_repos[%d]: 'repo' must be a GitHub repository as owner/name, got %r"
-                          % (index, entry.get("repo") if isinstance(entry, dict) else entry))
+            errors.append(f"ci_runner_repos[{index}]: 'repo' must be a GitHub repository as owner/name, got "
+                          f"{entry.get('repo') if isinstance(entry, dict) else entry!r}")
             continue
         repo = entry["repo"]
         unknown = sorted(set(entry) - set(REPO_KEYS))
@@ -183,13 +182,13 @@ def cirun_repo_configs(ci_runners, flavors, images, repos, region="RegionOne"):
         if wanted is None:
             wanted = [r["name"] for r in runners]
         if not isinstance(wanted, (list, tuple)) or not wanted:
-            errors.append("repository %s: 'runners' must be a non-empty list of runner names (or left out for "
-                          "all)" % repo)
+            errors.append(f"repository {repo}: 'runners' must be a non-empty list of runner names (or left out for "
+                          "all)")
             continue
         missing = [w for w in wanted if w not in by_name]
         if missing:
-            errors.append("repository %s asks for runner(s) %s that ci_runners does not declare (declared: %s)"
-                          % (repo, ", ".join(map(str, missing)), ", ".join(sorted(by_name)) or "none"))
+            errors.append(f"repository {repo} asks for runner(s) {', '.join(map(str, missing))} that ci_runners does "
+                          f"not declare (declared: {', '.join(sorted(by_name)) or 'none'})")
             continue
         chosen = [r for r in runners if r["name"] in set(wanted)]
         out.append(dict(repo=repo, path=f"{repo}/.cirun.yml", config=dict(runners=chosen)))

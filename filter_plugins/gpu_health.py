@@ -91,16 +91,14 @@ def gpu_health(facts, plan, expected=None, host=None, reference="plan file"):
                                    product_id=ids.get(address, {}).get("product_id")))
     report["found"] = sum(1 for a in selected if a in now)
     if report["found"] < report["expected"]:
-        report["alerts"].append("%s: %d of %d expected GPUs for Nova are on the bus%s"
-                                % (host, report["found"], report["expected"],
-                                   " (health_expected_gpus)" if expected is not None else ""))
+        report["alerts"].append(f"{host}: {report['found']} of {report['expected']} expected GPUs for Nova are on the "
+                                f"bus{' (health_expected_gpus)' if expected is not None else ''}")
     elif expected is not None and len(selected) > expected:
-        report["notes"].append("%s: the plan gives Nova %d GPUs, more than health_expected_gpus=%d"
-                               % (host, len(selected), expected))
+        report["notes"].append(f"{host}: the plan gives Nova {len(selected)} GPUs, more than "
+                               f"health_expected_gpus={expected}")
     if reference != "plan file":
-        report["notes"].append("%s: no plan file: compared with a plan of the current tree, which cannot show a GPU "
-                               "that is already gone; write one with playbooks/plan.yml while the host is healthy"
-                               % host)
+        report["notes"].append(f"{host}: no plan file: compared with a plan of the current tree, which cannot show a "
+                               "GPU that is already gone; write one with playbooks/plan.yml while the host is healthy")
     report["ok"] = not report["alerts"]
     return report
 
@@ -140,46 +138,45 @@ def gpu_health_nova(reports, nova, host_map=None):
         view = hosts.get(name)
         own_alerts = list(report.get("alerts", []))
         report_alerts = []  # Nova's side; listed before the host's own, as the summary reads
-        line = "%s: %d/%d GPUs for Nova on the bus" % (report["host"], report["found"], report["expected"])
+        line = f"{report['host']}: {report['found']}/{report['expected']} GPUs for Nova on the bus"
         planned = [g["address"] for g in report.get("gpus", []) if g.get("for_nova")]
         on_bus = [g["address"] for g in report.get("gpus", []) if g.get("for_nova") and g.get("present")]
         if view is not None:
             total = sum(v.get("total", 0) for v in view.values())
             used = sum(v.get("used", 0) for v in view.values())
             report["nova"] = dict(hypervisor=name, total=total, used=used, free=total - used, classes=view)
-            line += "; Nova (placement, %s): %d total, %d used, %d free" % (
-                ", ".join(sorted(view)), total, used, total - used)
+            line += f"; Nova (placement, {', '.join(sorted(view))}): {total} total, {used} used, {total - used} free"
             offered = _nova_addresses(devices, name)
             if offered is not None:
                 report["nova_missing"] = [a for a in on_bus if a not in offered]
                 report["nova_extra"] = sorted(offered - set(planned))
                 for address in report["nova_missing"]:
                     report_alerts.append(
-                        "%s: GPU %s is on the bus and in the passthrough plan, but Nova does not offer it (no placement "
-                        "provider %s_%s): check [pci] device_spec in nova/%s/nova.conf (playbooks/nova.yml, then "
-                        "kolla-ansible reconfigure) and restart nova-compute" % (report["host"], address, name, address,
-                                                                                name))
+                        f"{report['host']}: GPU {address} is on the bus and in the passthrough plan, but Nova does not "
+                        f"offer it (no placement provider {name}_{address}): check [pci] device_spec in "
+                        f"nova/{name}/nova.conf (playbooks/nova.yml, then kolla-ansible reconfigure) and restart "
+                        "nova-compute")
                 for address in report["nova_extra"]:
                     report_alerts.append(
-                        "%s: Nova offers device %s on %s, which the passthrough plan does not give it (a device_spec "
-                        "wider than the plan, or a stale override): render the overrides again (playbooks/nova.yml), "
-                        "reconfigure nova-compute there, and check no server uses it" % (report["host"], address, name))
+                        f"{report['host']}: Nova offers device {address} on {name}, which the passthrough plan does "
+                        "not give it (a device_spec wider than the plan, or a stale override): render the overrides "
+                        "again (playbooks/nova.yml), reconfigure nova-compute there, and check no server uses it")
             elif total != report["found"]:
-                report_alerts.append("%s: Nova counts %d passthrough GPUs on %s but %d of the plan's are on the bus; "
-                                     "restart nova-compute there after fixing the host so Nova's count is right"
-                                     % (report["host"], total, name, report["found"]))
+                report_alerts.append(f"{report['host']}: Nova counts {total} passthrough GPUs on {name} but "
+                                     f"{report['found']} of the plan's are on the bus; restart nova-compute there "
+                                     "after fixing the host so Nova's count is right")
         elif nova.get("available"):
             line += f"; Nova: no PCI devices reported for hypervisor {name}"
             if planned:
                 report["nova_missing"] = on_bus
                 report_alerts.append(
-                    "%s: the plan gives Nova %d GPU(s) but placement has no PCI device of hypervisor %s: check that "
-                    "nova-compute runs there with the rendered [pci] device_spec and report_in_placement, or set "
-                    "health_nova_host if its hypervisor name differs" % (report["host"], len(planned), name))
+                    f"{report['host']}: the plan gives Nova {len(planned)} GPU(s) but placement has no PCI device of "
+                    f"hypervisor {name}: check that nova-compute runs there with the rendered [pci] device_spec and "
+                    "report_in_placement, or set health_nova_host if its hypervisor name differs")
         report_alerts += own_alerts
         report["alerts"] = report_alerts
         report["ok"] = not report_alerts
-        line += "; %s" % ("OK" if not report_alerts else "%d alert(s)" % len(report_alerts))
+        line += "; OK" if not report_alerts else f"; {len(report_alerts)} alert(s)"
         lines.append(line)
         alerts.extend(report_alerts)
         out.append(report)

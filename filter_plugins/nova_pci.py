@@ -65,14 +65,13 @@ def _fail(msg):
 
 def _check_plans(plans):
     if not isinstance(plans, dict):
-        _fail("nova_pci: plans must be a mapping {host: plan}, got %s: %r"
-              % (type(plans).__name__, plans))
+        _fail(f"nova_pci: plans must be a mapping {{host: plan}}, got {type(plans).__name__}: {plans!r}")
     for host, plan in plans.items():
         if not isinstance(plan, dict):
             _fail(f"nova_pci: the plan of host {host} must be a mapping, got {type(plan).__name__}: {plan!r}")
         if plan.get("host", host) != host:
-            _fail("nova_pci: the plan given for host %s says it belongs to host %s: "
-                  "re-run playbooks/plan.yml for %s" % (host, plan["host"], host))
+            _fail(f"nova_pci: the plan given for host {host} says it belongs to host {plan['host']}: "
+                  f"re-run playbooks/plan.yml for {host}")
 
 
 def _check_ids(host, what, item):
@@ -88,12 +87,12 @@ def _check_alias(host, alias):
     name = alias.get("name")
     problem = alias_name_error(name)
     if problem:
-        _fail("nova_pci: host %s: alias name %r is not usable in a flavor extra spec: %s; "
-              "set it with the policy's alias_names" % (host, name, problem))
+        _fail(f"nova_pci: host {host}: alias name {name!r} is not usable in a flavor extra spec: {problem}; "
+              "set it with the policy's alias_names")
     _check_ids(host, f"alias {name}", alias)
     if alias.get("device_type") not in DEVICE_TYPES:
-        _fail("nova_pci: host %s: alias %s has device_type %r, expected one of %s"
-              % (host, name, alias.get("device_type"), ", ".join(DEVICE_TYPES)))
+        _fail(f"nova_pci: host {host}: alias {name} has device_type {alias.get('device_type')!r}, expected one of "
+              f"{', '.join(DEVICE_TYPES)}")
 
 
 def nova_pci_aliases(plans):
@@ -121,26 +120,20 @@ def nova_pci_aliases(plans):
             if name in by_name:
                 other_host, other = by_name[name]
                 if (other["vendor_id"], other["product_id"]) != model:
-                    _fail("nova_pci: alias name %s means %s:%s on host %s but %s:%s on host %s: "
-                          "one alias must name one GPU model; give one of them another name in "
-                          "the passthrough policy's alias_names"
-                          % (name, other["vendor_id"], other["product_id"], other_host,
-                             model[0], model[1], host))
+                    _fail(f"nova_pci: alias name {name} means {other['vendor_id']}:{other['product_id']} on host "
+                          f"{other_host} but {model[0]}:{model[1]} on host {host}: one alias must name one GPU model; "
+                          "give one of them another name in the passthrough policy's alias_names")
             if model in by_model:
                 other_host, other = by_model[model]
                 if other["device_type"] != alias["device_type"]:
-                    _fail("nova_pci: model %s:%s is %s on host %s but %s on host %s: Nova's alias "
-                          "%s can ask for one device type only; make the hosts agree (SR-IOV on "
-                          "or off for this model everywhere, then re-run playbooks/plan.yml), or "
-                          "leave one of them out of the GPU hosts group"
-                          % (model[0], model[1], other["device_type"], other_host,
-                             alias["device_type"], host, name))
+                    _fail(f"nova_pci: model {model[0]}:{model[1]} is {other['device_type']} on host {other_host} but "
+                          f"{alias['device_type']} on host {host}: Nova's alias {name} can ask for one device type "
+                          "only; make the hosts agree (SR-IOV on or off for this model everywhere, then re-run "
+                          "playbooks/plan.yml), or leave one of them out of the GPU hosts group")
                 if other["name"] != name:
-                    _fail("nova_pci: model %s:%s is called %s on host %s but %s on host %s: one "
-                          "model gets one alias across the cloud; set the same name for %s:%s in "
-                          "the passthrough policy's alias_names for every host"
-                          % (model[0], model[1], other["name"], other_host, name, host,
-                             model[0], model[1]))
+                    _fail(f"nova_pci: model {model[0]}:{model[1]} is called {other['name']} on host {other_host} but "
+                          f"{name} on host {host}: one model gets one alias across the cloud; set the same name for "
+                          f"{model[0]}:{model[1]} in the passthrough policy's alias_names for every host")
                 continue
             by_name[name] = (host, alias)
             by_model[model] = (host, alias)
@@ -169,9 +162,8 @@ def nova_pci_device_spec(plan, host):
             _fail(f"nova_pci: host {host}: a selected device must be a mapping, got {dev!r}")
         address = dev.get("address")
         if not pci_address.is_address(address):
-            _fail("nova_pci: host %s: selected device address %r is not a full PCI address "
-                  "such as '0000:27:00.0' (domain:bus:slot.function, lowercase hex)"
-                  % (host, address))
+            _fail(f"nova_pci: host {host}: selected device address {address!r} is not a full PCI address "
+                  "such as '0000:27:00.0' (domain:bus:slot.function, lowercase hex)")
         if address in seen:
             _fail(f"nova_pci: host {host}: device {address} is selected twice in the plan")
         seen.add(address)
@@ -275,7 +267,7 @@ def nova_pci_override_check(files, hosts, aliases, begin, end, controllers=None)
     Each conflict names the file, the key and the fix.
     """
     if not isinstance(files, dict):
-        _fail("nova_pci: files must be a mapping {path: text}, got %r" % (files,))
+        _fail(f"nova_pci: files must be a mapping {{path: text}}, got {files!r}")
     if not isinstance(hosts, list):
         _fail(f"nova_pci: hosts must be a list of host names, got {hosts!r}")
     controllers = controllers or []
@@ -298,10 +290,10 @@ def nova_pci_override_check(files, hosts, aliases, begin, end, controllers=None)
             for key in ("device_spec", "passthrough_whitelist"):
                 for _, _, _, line in settings(path, "pci", key):
                     conflicts.append(
-                        "%s line %d sets [pci] %s, which nova-compute on %s reads: open-gpu-cloud "
+                        f"{path} line {line} sets [pci] {key}, which nova-compute on {host} reads: open-gpu-cloud "
                         "manages that host's device_spec from its passthrough plan. Remove the key "
                         "and steer devices with the passthrough policy (exclude / keep_on_host), "
-                        "or take %s out of the GPU hosts group." % (path, line, key, host, host))
+                        f"or take {host} out of the GPU hosts group.")
 
     # 2. enabled_filters anywhere the scheduler reads it: it must keep PciPassthroughFilter.
     scheduler_files = ["global.conf", "nova.conf", "nova/nova-scheduler.conf"]
@@ -314,10 +306,9 @@ def nova_pci_override_check(files, hosts, aliases, begin, end, controllers=None)
                 operator_filters[path] = names
             else:
                 conflicts.append(
-                    "%s line %d sets [filter_scheduler] enabled_filters = %s without %s: Nova "
-                    "would never place GPU flavors. Add %s to that list, or remove the key so "
-                    "open-gpu-cloud writes Nova's defaults plus %s."
-                    % (path, line, value, PCI_FILTER, PCI_FILTER, PCI_FILTER))
+                    f"{path} line {line} sets [filter_scheduler] enabled_filters = {value} without {PCI_FILTER}: Nova "
+                    f"would never place GPU flavors. Add {PCI_FILTER} to that list, or remove the key so "
+                    f"open-gpu-cloud writes Nova's defaults plus {PCI_FILTER}.")
 
     # 3. alias: operator aliases add to ours only inside the same file (nova.conf); anywhere else
     #    a later file would replace ours (or ours theirs).
@@ -325,10 +316,9 @@ def nova_pci_override_check(files, hosts, aliases, begin, end, controllers=None)
         for _, _, value, line in settings(path, "pci", "alias"):
             if path != GLOBAL_FILE:
                 conflicts.append(
-                    "%s line %d sets [pci] alias: kolla-ansible lets a later override file replace "
+                    f"{path} line {line} sets [pci] alias: kolla-ansible lets a later override file replace "
                     "the whole alias list, so this one and the GPU aliases open-gpu-cloud writes "
-                    "into %s would hide each other. Move it into %s, outside the managed block."
-                    % (path, line, GLOBAL_FILE, GLOBAL_FILE))
+                    f"into {GLOBAL_FILE} would hide each other. Move it into {GLOBAL_FILE}, outside the managed block.")
                 continue
             name = None
             try:
@@ -337,9 +327,9 @@ def nova_pci_override_check(files, hosts, aliases, begin, end, controllers=None)
                 name = None
             if name in our_names:
                 conflicts.append(
-                    "%s line %d defines [pci] alias %s, which open-gpu-cloud also defines from "
+                    f"{path} line {line} defines [pci] alias {name}, which open-gpu-cloud also defines from "
                     "the passthrough plans. Remove your line, or rename the GPU alias with the "
-                    "passthrough policy's alias_names." % (path, line, name))
+                    "passthrough policy's alias_names.")
 
     report = False
     for section, key, value, _ in parsed.get(GLOBAL_FILE, ([], []))[1]:

@@ -21,17 +21,17 @@ LIFETIME_KEYS = ("would_act", "exempt", "not_acted", "invalid_metadata")
 
 def _server(entry):
     age = entry.get("age_hours")
-    return "%s (%s, project %s, %s, age %s h)" % (
-        entry.get("name"), entry.get("id"), entry.get("project"), entry.get("status"),
-        "?" if age is None else "%g" % age)
+    age = "?" if age is None else f"{age:g}"
+    return (f"{entry.get('name')} ({entry.get('id')}, project {entry.get('project')}, {entry.get('status')}, "
+            f"age {age} h)")
 
 
 def lifetime_report(result, check_mode=False):
     """Lines describing an os_server_lifetimes result: what was (or would be) done, exempt, not acted on."""
     if not isinstance(result, dict) or any(k not in result for k in LIFETIME_KEYS):
-        raise AnsibleFilterError("lifetime_report expects the result of os_server_lifetimes (keys %s), got %r"
-                                 % (", ".join(LIFETIME_KEYS), result if not isinstance(result, dict)
-                                    else sorted(result)))
+        got = result if not isinstance(result, dict) else sorted(result)
+        raise AnsibleFilterError(f"lifetime_report expects the result of os_server_lifetimes (keys "
+                                 f"{', '.join(LIFETIME_KEYS)}), got {got!r}")
     lines = [f"checked {result.get('checked', 0)} server(s) at {result.get('now', '?')}"]
     verb = {"shelve": ("would shelve" if check_mode else "shelved"),
             "delete": ("would delete" if check_mode else "deleted")}
@@ -57,8 +57,8 @@ def ogc_image_upload(pair, default_properties=None):
     if not image.get("name"):
         raise AnsibleFilterError(f"ogc_image_upload: the image has no name: {image!r}")
     if not stat.get("exists") or not stat.get("checksum"):
-        raise AnsibleFilterError("ogc_image_upload: no file (or no sha256 checksum) for image %s at %s"
-                                 % (image["name"], stat.get("path")))
+        raise AnsibleFilterError(f"ogc_image_upload: no file (or no sha256 checksum) for image {image['name']} at "
+                                 f"{stat.get('path')}")
     properties = dict(default_properties or {})
     properties.update(image.get("properties") or {})
     out = dict(name=image["name"], file=stat["path"], checksum=f"sha256:{stat['checksum']}",

@@ -25,23 +25,22 @@ _PERCENT = re.compile(r"^\s*([0-9]+)\s*%\s*$")
 def wave_size(batch, fleet_size):
     """Hosts per wave for passthrough_host_reboot_batch=batch on a fleet of fleet_size GPU hosts."""
     if isinstance(fleet_size, bool) or not isinstance(fleet_size, int) or fleet_size < 1:
-        raise AnsibleFilterError("passthrough_reboot_wave_size: the fleet size must be a positive int, got %r"
-                                 % (fleet_size,))
+        raise AnsibleFilterError("passthrough_reboot_wave_size: the fleet size must be a positive int, got "
+                                 f"{fleet_size!r}")
     if isinstance(batch, bool) or not isinstance(batch, (int, str)):
         raise AnsibleFilterError(
-            "passthrough_host_reboot_batch=%r (%s) must be a positive number of hosts (e.g. 2) or a percentage of "
-            "the GPU hosts (e.g. \"10%%\")" % (batch, type(batch).__name__))
+            f"passthrough_host_reboot_batch={batch!r} ({type(batch).__name__}) must be a positive number of hosts "
+            "(e.g. 2) or a percentage of the GPU hosts (e.g. \"10%\")")
     if isinstance(batch, int):
         if batch < 1:
-            raise AnsibleFilterError("passthrough_host_reboot_batch=%d must be at least 1 (hosts rebooted at "
-                                     "once after the canary)" % batch)
+            raise AnsibleFilterError(f"passthrough_host_reboot_batch={batch} must be at least 1 (hosts rebooted at "
+                                     "once after the canary)")
         return min(batch, fleet_size)
     match = _PERCENT.match(batch)
     if not match or not 0 < int(match.group(1)) <= 100:
         raise AnsibleFilterError(
-            "passthrough_host_reboot_batch=%r must be a percentage from 1%% to 100%% (e.g. \"10%%\") or a "
-            "positive int (e.g. 2; on the command line give it as JSON: -e '{\"passthrough_host_reboot_batch\": 2}')"
-            % batch)
+            f"passthrough_host_reboot_batch={batch!r} must be a percentage from 1% to 100% (e.g. \"10%\") or a "
+            "positive int (e.g. 2; on the command line give it as JSON: -e '{\"passthrough_host_reboot_batch\": 2}')")
     return max(1, fleet_size * int(match.group(1)) // 100)
 
 

@@ -73,11 +73,7 @@ options:
     description: The boot-config command, as the diagnosis names it.
     type: str
     default: the boot-config tool
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment: [ogc_attributes.check_only]
 notes:
   - Read-only; runs the same in check mode.
 author:
@@ -152,9 +148,9 @@ def run(params, state=None):
     others = bf.other_boot_mechanisms(root, family) if params["boot_loader"] == "auto" else []
     if others:
         result.update(entries=[], problems=others, expected=[], sources={}, cause="boot_mechanism", diagnosis=(
-            "this host does not boot through GRUB's defaults: %s. What GRUB generates is not what the next boot "
-            "gets, so the host is not rebooted. Give the kernel the planned arguments through that mechanism "
-            "yourself, or set passthrough_host_boot_loader: grub if GRUB does boot it" % "; ".join(others)))
+            f"this host does not boot through GRUB's defaults: {'; '.join(others)}. What GRUB generates is not what "
+            "the next boot gets, so the host is not rebooted. Give the kernel the planned arguments through that "
+            "mechanism yourself, or set passthrough_host_boot_loader: grub if GRUB does boot it"))
         return result
     entries = bf.read_entries(root, family, output)
     try:

@@ -73,12 +73,10 @@ options:
     description: Seconds for reading the archive's package lists.
     type: int
     default: 300
+extends_documentation_fragment: [ogc_attributes.check_only]
 attributes:
   check_mode:
-    support: full
     description: Reads only; the same checks run in check mode.
-  diff_mode:
-    support: none
 """
 
 EXAMPLES = r"""

@@ -100,12 +100,7 @@ options:
 notes:
   - Check mode computes the edit with the same function as a real run and writes nothing.
   - With C(--diff) every file that changes is shown whole, before and after.
-extends_documentation_fragment: [ogc_host_state]
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
+extends_documentation_fragment: [ogc_host_state, ogc_attributes.check_and_diff]
 author:
   - open-gpu-cloud contributors
 """
@@ -239,14 +234,15 @@ def _refuse_other_boot_mechanism(root, family, params):
     found = bf.other_boot_mechanisms(root, family)
     if not found:
         return
+    add = " ".join(params["present"]) or "nothing to add"
+    without = "; without " + " ".join(params["absent"]) if params["absent"] else ""
     raise bf.BootFilesError(
-        "this host does not boot through GRUB's defaults: %s. The GRUB files this role edits would not reach the "
-        "kernel, and a reboot would not apply the plan, so nothing was written. Give the kernel the planned "
-        "arguments through that mechanism yourself (%s%s; e.g. in /etc/kernel/cmdline, then kernel-install add for "
-        "each kernel, or rebuild the unified kernel images), reboot, and run this play again; if GRUB does boot this "
-        "host and the signs are left over, set passthrough_host_boot_loader: grub (module option boot_loader)"
-        % ("; ".join(found), " ".join(params["present"]) or "nothing to add",
-           "; without " + " ".join(params["absent"]) if params["absent"] else ""))
+        f"this host does not boot through GRUB's defaults: {'; '.join(found)}. The GRUB files this role edits would "
+        "not reach the kernel, and a reboot would not apply the plan, so nothing was written. Give the kernel the "
+        f"planned arguments through that mechanism yourself ({add}{without}; e.g. in /etc/kernel/cmdline, then "
+        "kernel-install add for each kernel, or rebuild the unified kernel images), reboot, and run this play again; "
+        "if GRUB does boot this host and the signs are left over, set passthrough_host_boot_loader: grub "
+        "(module option boot_loader)")
 
 
 def _tool_needed(root, family, params, state, writes, after):
@@ -287,16 +283,16 @@ def run(params, state=None):
         sourced = bf.sourced_files(root, family, params["path"], params["dropin_dir"])
     except FileNotFoundError:
         raise bf.BootFilesError(
-            "%s does not exist: this host has no GRUB defaults file where expected. Install GRUB (grub2-common / "
-            "grub2-tools), or point the path option (role variable passthrough_host_grub_path) at the file that "
-            "holds %s." % (bf.host_path(root, params["path"]), variable)) from None
+            f"{bf.host_path(root, params['path'])} does not exist: this host has no GRUB defaults file where expected. "
+            "Install GRUB (grub2-common / grub2-tools), or point the path option (role variable "
+            f"passthrough_host_grub_path) at the file that holds {variable}.") from None
     files = [(shown, text) for shown, _target, _real, text in sourced]
     try:
         plan = bc.plan_edit(files, variable, params["present"], params["absent"])
     except bc.VariableNotAssigned as exc:
         raise bf.BootFilesError(
-            "%s: add a line such as %s=\"\" to %s (or set the variable option, role variable "
-            "passthrough_host_grub_variable, to the variable this host uses)" % (to_native(exc), variable, params["path"])
+            f"{to_native(exc)}: add a line such as {variable}=\"\" to {params['path']} (or set the variable option, "
+            "role variable passthrough_host_grub_variable, to the variable this host uses)"
         ) from None
     except bc.BootConfigError as exc:
         raise bf.BootFilesError(to_native(exc)) from None
@@ -308,13 +304,13 @@ def run(params, state=None):
         dropped = bc.bls_dropped(bf.read_bls_entries(root, output), plan["after"], params["present"],
                                  params["absent"])
         if dropped:
+            entries = "; ".join(f"{where} has {' '.join(args)}" for where, args in dropped)
             raise bf.BootFilesError(
-                "grub2-mkconfig --update-bls-cmdline would drop arguments that boot entries have on their own: %s. "
-                "The tool rewrites every entry's options from GRUB_CMDLINE_LINUX, and these are not in it (added to "
-                "the entries alone, e.g. with grubby --update-kernel=<kernel> --args). Nothing was written. Add them "
-                "to GRUB_CMDLINE_LINUX in %s to keep them for every kernel, or remove them from the entries (grubby "
-                "--update-kernel=ALL --remove-args=\"...\"), then run this play again"
-                % ("; ".join("%s has %s" % (where, " ".join(args)) for where, args in dropped), params["path"]))
+                "grub2-mkconfig --update-bls-cmdline would drop arguments that boot entries have on their own: "
+                f"{entries}. The tool rewrites every entry's options from GRUB_CMDLINE_LINUX, and these are not in it "
+                "(added to the entries alone, e.g. with grubby --update-kernel=<kernel> --args). Nothing was written. "
+                f"Add them to GRUB_CMDLINE_LINUX in {params['path']} to keep them for every kernel, or remove them "
+                "from the entries (grubby --update-kernel=ALL --remove-args=\"...\"), then run this play again")
     result.update(
         target=plan["target"], overridden=plan["overridden"], sourced=[s for s, _ in files],
         before=plan["before"], after=plan["after"], changes=plan["changes"],
@@ -369,15 +365,15 @@ def main():
         result["diff"] = diff
     # Said when the arguments are placed, not on every run: a later run that changes nothing has nothing to explain.
     for where in result["overridden"] if writes else []:
-        module.warn("%s assigns %s but %s overrides it; the arguments went to the latter"
-                    % (where, result["variable"], result["target"]))
+        module.warn(f"{where} assigns {result['variable']} but {result['target']} overrides it; the arguments went to "
+                    "the latter")
     if result["needs"] and params["state_file"] and not module.check_mode:
         # Written ahead: the tool's step is pending before the first file changes, so a run killed after any
         # write leaves it for the next run to repeat (module_utils/host_state.py).
         try:
             hs.write_ahead(params["root"], params["state_file"], ["boot_config"])
         except hs.StateError as exc:
-            module.fail_json(msg="nothing written: %s" % to_native(exc), **_shown(result))
+            module.fail_json(msg=f"nothing written: {to_native(exc)}", **_shown(result))
     if writes and not module.check_mode:
         backups = []
         for real, shown, text in writes:
@@ -393,8 +389,8 @@ def main():
             except Exception as exc:  # pylint: disable=broad-except
                 if os.path.exists(tmp):
                     os.unlink(tmp)
-                module.fail_json(msg="cannot write %s: %s (this file was not changed; files written before it: %s)"
-                                 % (shown, to_native(exc), ", ".join(b["path"] for b in backups[:-1]) or "none"),
+                module.fail_json(msg=f"cannot write {shown}: {to_native(exc)} (this file was not changed; files "
+                                     f"written before it: {', '.join(b['path'] for b in backups[:-1]) or 'none'})",
                                  backups=backups, **_shown(result))
         if params["backup"]:
             result["backups"] = backups

@@ -82,12 +82,7 @@ notes:
   - Check mode plans with the same function as a real run and writes nothing.
   - With C(--diff) each changed file is shown whole, before and after; created directories, links, removals
     and mode changes as the C(file) module shows them.
-extends_documentation_fragment: [ogc_host_state]
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
+extends_documentation_fragment: [ogc_host_state, ogc_attributes.check_and_diff]
 author:
   - open-gpu-cloud contributors
 """
@@ -185,8 +180,8 @@ def main():
     )
     params = module.params
     if not isinstance(params["directory_mode"], str) or not hf.MODE_RE.match(params["directory_mode"]):
-        module.fail_json(msg="directory_mode %r is not an octal mode string such as \"0755\" (quote it in YAML)"
-                             % (params["directory_mode"],))
+        module.fail_json(msg=f"directory_mode {params['directory_mode']!r} is not an octal mode string such as "
+                             "\"0755\" (quote it in YAML)")
     entries = [{k: v for k, v in entry.items() if not (k == "marker" and entry["state"] != "block")}
                for entry in params["files"]]
     try:
@@ -220,9 +215,9 @@ def main():
                 hf.apply(params["root"], act, move=lambda tmp, real: module.atomic_move(tmp, real, unsafe_writes=False),
                          directory_mode=int(params["directory_mode"], 8))
             except (OSError, hf.HostFilesError) as exc:
-                module.fail_json(msg="cannot %s %s: %s. This file was not changed (each is replaced atomically); "
-                                     "changed before it: %s. Fix the cause and run again."
-                                     % (act["action"], act["path"], to_native(exc), ", ".join(done) or "nothing"),
+                module.fail_json(msg=f"cannot {act['action']} {act['path']}: {to_native(exc)}. This file was not "
+                                     "changed (each is replaced atomically); changed before it: "
+                                     f"{', '.join(done) or 'nothing'}. Fix the cause and run again.",
                                  **result)
             done.append(act["path"])
     module.exit_json(**result)

@@ -38,13 +38,10 @@ options:
     type: str
     choices: [held, released]
     default: held
+extends_documentation_fragment: [ogc_attributes.check_only]
 attributes:
   action:
     support: full
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
 notes:
   - Check mode takes nothing; it fails, as a real run would, when another live run holds the lock.
 author:

@@ -70,11 +70,7 @@ options:
     description: Directory the host's files are under; C(/) on a real host.
     type: str
     default: /
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
+extends_documentation_fragment: [ogc_attributes.check_and_diff]
 notes:
   - Check mode computes the new state and writes nothing.
 author:

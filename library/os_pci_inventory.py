@@ -21,7 +21,7 @@ description:
   - Totals are summed per compute host (the root provider's name, which is the hypervisor name).
 version_added: "0.1.0"
 author: open-gpu-cloud contributors
-extends_documentation_fragment: [ogc_openstack, ogc_openstack.check_only]
+extends_documentation_fragment: [ogc_openstack, ogc_attributes.check_only]
 options:
   resource_classes:
     description:

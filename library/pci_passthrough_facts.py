@@ -53,12 +53,10 @@ options:
       - Where sysfs is mounted, or the C(sys) directory of a captured or simulated host.
     type: path
     default: /sys
+extends_documentation_fragment: [ogc_attributes.check_only]
 attributes:
   check_mode:
-    support: full
     description: Read-only; behaves the same in check mode.
-  diff_mode:
-    support: none
 notes:
   - Run C(scripts/mock_sysfs.py capture) on a host to take a copy of exactly what this module reads.
 """

@@ -45,12 +45,11 @@ options:
     type: list
     elements: str
     default: []
+extends_documentation_fragment: [ogc_attributes.check_and_diff]
 attributes:
   check_mode:
-    support: full
     description: Computes the change with the same comparison and writes nothing.
   diff_mode:
-    support: full
     description: Shows the file before and after.
 """
 

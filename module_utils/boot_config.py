@@ -93,7 +93,7 @@ class Assignment:
 
     @property
     def where(self):
-        return "%s line %d" % (self.path, self.lineno)
+        return f"{self.path} line {self.lineno}"
 
     def args(self):
         """The literal kernel arguments (references left out)."""
@@ -124,7 +124,7 @@ _VALUE_FIX = ("write the value as one quoted string of kernel arguments on one l
 
 def _refuse(path, lineno, line, why, fix=_VALUE_FIX):
     """Refuse a line: the file, the line number, its text (credentials masked), why, and the fix."""
-    raise BootConfigError("%s line %d (%s): %s; %s" % (path, lineno, redact.redact(line.strip()), why, fix))
+    raise BootConfigError(f"{path} line {lineno} ({redact.redact(line.strip())}): {why}; {fix}")
 
 
 def _unquote_double(path, lineno, line, body):
@@ -159,8 +159,8 @@ def _words(path, lineno, line, text):
             if "$" in raw:
                 match = _REF_RE.match(raw)
                 if not match:
-                    _refuse(path, lineno, line, "%r: a $ is modelled only as a whole word $NAME or ${NAME} (an "
-                                                "earlier value of a variable)" % raw)
+                    _refuse(path, lineno, line, f"{raw!r}: a $ is modelled only as a whole word $NAME or ${{NAME}} (an "
+                                                "earlier value of a variable)")
                 if literal:
                     words += kc.split(" ".join(literal))
                     literal = []
@@ -226,8 +226,8 @@ def parse_file(path, text, variables=CMDLINE_VARIABLES):
             text_value = body
         if suffix and not re.match(r"^[ \t]*(#.*)?$", suffix):
             if suffix[:1] in "\"'$" or not suffix[:1].isspace():
-                _refuse(path, lineno, line, "adjacent quoting or text after the closing quote (%r) is not "
-                                            "modelled" % suffix.strip())
+                _refuse(path, lineno, line, f"adjacent quoting or text after the closing quote ({suffix.strip()!r}) is "
+                                            "not modelled")
             _refuse(path, lineno, line, f"more than one command on the line ({suffix.strip()!r}) is not modelled")
         words = _words(path, lineno, line, text_value)
         found.append(Assignment(path, lineno, match.group("name"), match.group("lead"), quote, words, suffix, eol))
@@ -311,8 +311,8 @@ def plan_edit(files, variable, present, absent):
     (the default entry's arguments), ``target`` ("path line N"). Raises BootConfigError (no
     assignment of ``variable``, a file it cannot model, a plan the line cannot satisfy)."""
     if variable not in CMDLINE_VARIABLES:
-        raise BootConfigError("%s is not a kernel command-line variable of grub-mkconfig (%s)"
-                              % (variable, ", ".join(CMDLINE_VARIABLES)))
+        raise BootConfigError(f"{variable} is not a kernel command-line variable of grub-mkconfig "
+                              f"({', '.join(CMDLINE_VARIABLES)})")
     try:
         kc.check([], present, absent)  # validates the plan itself
     except kc.CmdlineError as exc:
@@ -354,8 +354,8 @@ def plan_edit(files, variable, present, absent):
                 if not problems:
                     break
     if problems:
-        raise BootConfigError("editing %s cannot give the default boot entry the planned arguments: %s"
-                              % (target.where, "; ".join(problems)))
+        raise BootConfigError(f"editing {target.where} cannot give the default boot entry the planned arguments: "
+                              f"{'; '.join(problems)}")
     changes, texts = [], {}
     edits = {}
     for assignment in assignments:
@@ -407,7 +407,7 @@ def grub_cfg_default_args(text, path="/boot/grub/grub.cfg"):
                 try:
                     return kc.split(match.group(2) or "")
                 except kc.CmdlineError as exc:
-                    raise BootConfigError("%s line %d: %s" % (path, lineno, exc)) from None
+                    raise BootConfigError(f"{path} line {lineno}: {exc}") from None
     raise BootConfigError(f"{path} has no menu entry with a linux line: the boot-config tool found no kernel")
 
 
@@ -468,33 +468,31 @@ def diagnose(problems, expected, sources, present, absent, output, state=None, t
     the tool has not run since they changed), ``override`` (the tool ran on these files and its output still
     lacks them: something outside the files decides)."""
     where = ", ".join(f"{name} from {sources.get(name, 'not assigned')}" for name in CMDLINE_VARIABLES)
-    head = ("the boot configuration the tool generated does not carry the planned arguments: %s. "
-            % "; ".join(problems))
+    head = (f"the boot configuration the tool generated does not carry the planned arguments: {'; '.join(problems)}. ")
     from_files = kc.check(expected, present, absent)
     state = state or {}
     if "boot_config" in (state.get("pending") or []):
         return "tool_pending", head + (
             "The boot-config tool has not completed since the GRUB files were changed (boot_config is pending in "
             "the state file: it failed, or the run was interrupted). A reboot would not apply the plan, so the host "
-            "is not rebooted. Run this play again (it repeats %s), after fixing the tool's error if it failed" % tool)
+            f"is not rebooted. Run this play again (it repeats {tool}), after fixing the tool's error if it failed")
     if from_files:
         return "files", head + (
-            "The GRUB files themselves do not give them (%s: %s): %s. A reboot would not apply the plan, so the host "
-            "is not rebooted. Run this play again (it puts them there), or add them to the variable's last "
-            "assignment and run %s" % (where, " ".join(expected) or "nothing", "; ".join(from_files), tool))
+            f"The GRUB files themselves do not give them ({where}: {' '.join(expected) or 'nothing'}): "
+            f"{'; '.join(from_files)}. A reboot would not apply the plan, so the host is not rebooted. Run this play "
+            f"again (it puts them there), or add them to the variable's last assignment and run {tool}")
     if state.get("generated_from") != inputs_fingerprint(expected):
         return "tool_not_run", head + (
-            "The GRUB files give them (%s: %s), but %s has not run since they changed (edited by hand or by another "
-            "tool?). A reboot would not apply the plan, so the host is not rebooted. Run %s (this play runs it when "
-            "the generated configuration is older than the files), then run this play again"
-            % (where, " ".join(expected), tool, tool))
+            f"The GRUB files give them ({where}: {' '.join(expected)}), but {tool} has not run since they changed "
+            "(edited by hand or by another tool?). A reboot would not apply the plan, so the host is not rebooted. Run "
+            f"{tool} (this play runs it when the generated configuration is older than the files), then run this play "
+            "again")
     return "override", head + (
-        "The GRUB files give them (%s: %s), and %s has run on them since they last changed, yet %s lacks them: "
-        "something outside the files overrides them (a script in /etc/grub.d, GRUB_DEFAULT choosing another entry, "
-        "or the tool writing another file than %s). A reboot would not apply the plan, so the host is not rebooted. "
-        "Find what sets that entry's line (or point passthrough_host_boot_config_output at what the tool writes), "
-        "fix it, run %s, then run this play again"
-        % (where, " ".join(expected), tool, output, output, tool))
+        f"The GRUB files give them ({where}: {' '.join(expected)}), and {tool} has run on them since they last "
+        f"changed, yet {output} lacks them: something outside the files overrides them (a script in /etc/grub.d, "
+        f"GRUB_DEFAULT choosing another entry, or the tool writing another file than {output}). A reboot would not "
+        "apply the plan, so the host is not rebooted. Find what sets that entry's line (or point "
+        f"passthrough_host_boot_config_output at what the tool writes), fix it, run {tool}, then run this play again")
 
 
 

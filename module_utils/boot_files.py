@@ -117,8 +117,8 @@ def read_entries(root, family, output):
             raise BootFilesError(f"{output} has no kernel entry: the boot-config tool generated nothing to boot")
         return entries
     if not os.path.exists(real):
-        raise BootFilesError("%s does not exist: the boot-config tool did not generate it (set "
-                             "passthrough_host_boot_config_output to what it writes)" % output)
+        raise BootFilesError(f"{output} does not exist: the boot-config tool did not generate it (set "
+                             "passthrough_host_boot_config_output to what it writes)")
     return [(output + " default entry", bc.grub_cfg_default_args(read_text(real, output), output))]
 
 
@@ -172,16 +172,17 @@ def other_boot_mechanisms(root, family):
             found.append(f"systemd-boot ({esp}/loader/loader.conf exists)")
         ukis = sorted(glob.glob(glob.escape(host_path(root, esp + "/EFI/Linux")) + "/*.efi"))
         if ukis:
-            found.append("unified kernel images, whose command line is built into each image (%s/EFI/Linux/%s)"
-                         % (esp, os.path.basename(ukis[0])))
+            found.append("unified kernel images, whose command line is built into each image "
+                         f"({esp}/EFI/Linux/{os.path.basename(ukis[0])})")
     try:
         install_conf = read_text(host_path(root, "/etc/kernel/install.conf"), "/etc/kernel/install.conf")
     except (FileNotFoundError, BootFilesError):
         install_conf = ""
     for line in install_conf.splitlines():
         key, _, value = line.strip().partition("=")
-        if key.strip() == "layout" and value.strip().strip("\"'") in ("uki", "bls"):
-            found.append("kernel-install (/etc/kernel/install.conf sets layout=%s)" % value.strip().strip("\"'"))
+        layout = value.strip().strip("\"'")
+        if key.strip() == "layout" and layout in ("uki", "bls"):
+            found.append(f"kernel-install (/etc/kernel/install.conf sets layout={layout})")
     loader = _efivar_text(root, "LoaderInfo")
     if loader and loader.lower().startswith("systemd-boot"):
         found.append(f"systemd-boot (the running system was booted by it: LoaderInfo {loader})")

@@ -47,8 +47,8 @@ def load_allow_list(path):
     except ValueError as exc:
         raise ValueError(f"the allow-list file {path} is not valid JSON: {exc}")
     if not isinstance(data, list) or not all(isinstance(item, str) for item in data):
-        raise ValueError("the allow-list file %s must hold a JSON list of logins (strings), e.g. [\"alice\", \"bob\"]"
-                         % path)
+        raise ValueError(f"the allow-list file {path} must hold a JSON list of logins (strings), "
+                         "e.g. [\"alice\", \"bob\"]")
     return data
 
 
@@ -57,17 +57,16 @@ def validate(logins, projects, user_projects):
     seen = {}
     for index, login in enumerate(logins):
         if not LOGIN_RE.match(login):
-            errors.append("allow-list entry %d '%s' is not a valid login (letters, digits and single hyphens, "
-                          "at most 39 characters)" % (index, login))
+            errors.append(f"allow-list entry {index} '{login}' is not a valid login (letters, digits and single "
+                          "hyphens, at most 39 characters)")
         key = login.lower()
         if key in seen:
-            errors.append("allow-list entry %d '%s' duplicates entry %d '%s'" % (index, login, seen[key][0],
-                                                                               seen[key][1]))
+            errors.append(f"allow-list entry {index} '{login}' duplicates entry {seen[key][0]} '{seen[key][1]}'")
         seen.setdefault(key, (index, login))
     names = set()
     for index, project in enumerate(projects):
         if project["name"] in names:
-            errors.append("projects[%d]: project '%s' is declared twice" % (index, project["name"]))
+            errors.append(f"projects[{index}]: project '{project['name']}' is declared twice")
         names.add(project["name"])
     return errors
 
@@ -174,8 +173,8 @@ def read_user_role(cm, params, logins, projects_by, users_by_id):
     declared_names = set(p["name"] for p in params["projects"])
     for name in params["user_projects"]:
         if name not in declared_names and name not in projects_by:
-            cm.fail("user_projects names project '%s', which neither exists nor is declared in projects; nothing "
-                    "was written" % name)
+            cm.fail(f"user_projects names project '{name}', which neither exists nor is declared in projects; nothing "
+                    "was written")
     assigned = set()
     existing_targets = [n for n in params["user_projects"] if n in projects_by]
     if needs_role and existing_targets:
@@ -198,8 +197,8 @@ def read_extra_assignments(cm, params, logins, projects_by, users, users_by_id):
     extra = []
     for item in params["role_assignments"]:
         if item["user"] not in users and item["user"] not in users_by_id and item["user"] not in logins:
-            cm.fail("role_assignments: user '%s' does not exist in domain %s; nothing was written"
-                    % (item["user"], params["user_domain"]))
+            cm.fail(f"role_assignments: user '{item['user']}' does not exist in domain {params['user_domain']}; "
+                    "nothing was written")
         if item["project"] not in projects_by and item["project"] not in declared_names:
             cm.fail(f"role_assignments: project '{item['project']}' does not exist; nothing was written")
         extra_role = cm.call("looking up role", item["role"], ident.find_role, item["role"])
@@ -248,8 +247,8 @@ def make_plan(params, logins, state):
             label = f"{role['name']} to {user} on {project}"
             after.setdefault("assignments", []).append(label)
         elif kind == "unmanaged":
-            warnings.append("%s exists without the marker '%s': it gets its roles but is never disabled by this "
-                            "module" % (label, params["managed_marker"]))
+            warnings.append(f"{label} exists without the marker '{params['managed_marker']}': it gets its roles but is "
+                            "never disabled by this module")
         elif kind == "create_project":
             after[label] = dict(description=detail.get("description"), enabled=detail["enabled"])
         elif kind == "update_project":

@@ -71,7 +71,7 @@ def parse_alias_spec(value):
             raise ValueError(f"'{item}' is not ALIAS:COUNT")
         count = int(match.group(2))
         if count < 1:
-            raise ValueError("'%s' asks for %d devices; COUNT must be a positive integer" % (item, count))
+            raise ValueError(f"'{item}' asks for {count} devices; COUNT must be a positive integer")
         items.append((match.group(1), count))
     return items
 
@@ -90,19 +90,19 @@ def validate(flavors, known_aliases):
     seen = {}
     for index, flavor in enumerate(flavors):
         name = flavor.get("name") or ""
-        label = "flavors[%d] (%s)" % (index, name or "no name")
+        label = f"flavors[{index}] ({name or 'no name'})"
         if not name.strip():
             errors.append(f"{label}: name must not be empty")
         if name in seen:
-            errors.append("%s: name '%s' is declared twice (also flavors[%d])" % (label, name, seen[name]))
+            errors.append(f"{label}: name '{name}' is declared twice (also flavors[{seen[name]}])")
         seen.setdefault(name, index)
         for field, low in (("vcpus", 1), ("ram", 1), ("disk", 0), ("ephemeral", 0), ("swap", 0)):
             value = flavor.get(field)
             if value is not None and value < low:
-                errors.append("%s: %s=%s must be >= %d" % (label, field, value, low))
+                errors.append(f"{label}: {field}={value} must be >= {low}")
         if flavor.get("projects") and flavor.get("is_public", True):
-            errors.append("%s: projects %s only apply to a private flavor; set is_public: false"
-                          % (label, flavor["projects"]))
+            errors.append(f"{label}: projects {flavor['projects']} only apply to a private flavor; "
+                          "set is_public: false")
         for key, value in (flavor.get("extra_specs") or {}).items():
             key = str(key)
             text = spec_value(value)
@@ -114,17 +114,16 @@ def validate(flavors, known_aliases):
                 try:
                     aliases = parse_alias_spec(text)
                 except ValueError as exc:
-                    errors.append("%s: extra spec %s='%s' is malformed: %s (expected ALIAS:COUNT with COUNT a "
-                                  "positive integer, several separated by commas, e.g. tesla-v100:1)"
-                                  % (label, key, text, exc))
+                    errors.append(f"{label}: extra spec {key}='{text}' is malformed: {exc} (expected ALIAS:COUNT with "
+                                  "COUNT a positive integer, several separated by commas, e.g. tesla-v100:1)")
                     continue
                 if known_aliases is not None:
                     for alias, _count in aliases:
                         if alias not in known_aliases:
                             errors.append(
-                                "%s: extra spec %s asks for PCI alias '%s', which no GPU host provides "
-                                "(aliases in the passthrough plans: %s); fix the flavor or the hosts' alias "
-                                "policy" % (label, key, alias, ", ".join(sorted(known_aliases)) or "none"))
+                                f"{label}: extra spec {key} asks for PCI alias '{alias}', which no GPU host provides "
+                                f"(aliases in the passthrough plans: {', '.join(sorted(known_aliases)) or 'none'}); "
+                                "fix the flavor or the hosts' alias policy")
             elif key in BOOL_SPECS and text.lower() not in BOOL_WORDS:
                 errors.append(f"{label}: extra spec {key}='{text}' must be true or false")
     return errors
@@ -161,9 +160,8 @@ def plan(declared, existing, access, project_ids, purge_extra_specs=True, recrea
         want_projects = sorted(set(project_ids.get(p, p) for p in want["projects"]))
         have = existing.get(name)
         if have is None:
-            changes = ["create (vcpus %s, ram %s MiB, disk %s GiB%s)" % (
-                want["vcpus"], want["ram"], want["disk"],
-                ", extra specs %s" % want["extra_specs"] if want["extra_specs"] else "")]
+            specs = f", extra specs {want['extra_specs']}" if want["extra_specs"] else ""
+            changes = [f"create (vcpus {want['vcpus']}, ram {want['ram']} MiB, disk {want['disk']} GiB{specs})"]
             if want_projects:
                 changes.append(f"give access to projects {', '.join(want_projects)}")
             actions.append(dict(action="create", name=name, want=want, projects=want_projects, changes=changes))
@@ -174,9 +172,9 @@ def plan(declared, existing, access, project_ids, purge_extra_specs=True, recrea
         if fields:
             words = [f"{f}: {have[f]} -> {want[f]}" for f in fields]
             if not recreate_on_change:
-                errors.append("flavor %s: %s cannot change in place (Nova flavors are immutable); set "
-                              "recreate_on_change: true to delete and create it again (it gets a new ID unless "
-                              "'id' is declared; running servers keep their copy)" % (name, ", ".join(words)))
+                errors.append(f"flavor {name}: {', '.join(words)} cannot change in place (Nova flavors are immutable); "
+                              "set recreate_on_change: true to delete and create it again (it gets a new ID unless "
+                              "'id' is declared; running servers keep their copy)")
                 continue
             actions.append(dict(action="recreate", name=name, want=want, have=have, projects=want_projects,
                                 changes=["recreate: " + ", ".join(words)]))
@@ -192,8 +190,8 @@ def plan(declared, existing, access, project_ids, purge_extra_specs=True, recrea
         changes = []
         for key in sorted(set_specs):
             old = have["extra_specs"].get(key)
-            changes.append("extra spec %s: %s -> '%s'" % (key, "absent" if old is None else "'%s'" % old,
-                                                          set_specs[key]))
+            was = "absent" if old is None else f"'{old}'"
+            changes.append(f"extra spec {key}: {was} -> '{set_specs[key]}'")
         changes += [f"extra spec {k}: '{have['extra_specs'][k]}' -> absent" for k in unset_specs]
         changes += [f"give access to project {p}" for p in add_projects]
         changes += [f"remove access of project {p}" for p in remove_projects]
@@ -320,8 +318,8 @@ def list_flavors(compute):
     # The same negotiation the SDK's own Flavor listing does (its _max_microversion is 2.61 too).
     version = sdk_utils.maximum_supported_microversion(compute, LIST_MICROVERSION)
     if version != LIST_MICROVERSION:
-        raise ValueError("the compute API does not offer microversion %s (OpenStack Queens or later), which "
-                         "lists extra specs with the flavors" % LIST_MICROVERSION)
+        raise ValueError(f"the compute API does not offer microversion {LIST_MICROVERSION} (OpenStack Queens or "
+                         "later), which lists extra specs with the flavors")
     flavors, marker = [], None
     for _page in range(MAX_PAGES):
         query = {"is_public": "None"}
@@ -340,7 +338,7 @@ def list_flavors(compute):
         if not page or not any(link.get("rel") == "next" for link in body.get("flavors_links") or []):
             return flavors
         marker = page[-1]["id"]
-    raise ValueError("more than %d pages of flavors" % MAX_PAGES)
+    raise ValueError(f"more than {MAX_PAGES} pages of flavors")
 
 
 def read_state(cm, declared):
@@ -370,8 +368,8 @@ def resolve_projects(cm, declared):
     for flavor in declared:
         for project in flavor["projects"]:
             if project not in found:
-                cm.fail("flavor %s: project '%s' does not exist (declare it first, e.g. with os_access)"
-                        % (flavor["name"], project), failed_item=flavor["name"])
+                cm.fail(f"flavor {flavor['name']}: project '{project}' does not exist (declare it first, e.g. with "
+                        "os_access)", failed_item=flavor["name"])
     return dict((key, project.id) for key, project in found.items())
 
 

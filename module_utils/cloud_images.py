@@ -53,7 +53,7 @@ def parse_checksum(text):
     algo = match.group(1) or "sha256"
     digest = match.group(2).lower()
     if len(digest) != HEX_LENGTH[algo]:
-        raise ValueError("'%s' has %d hex digits; %s needs %d" % (text, len(digest), algo, HEX_LENGTH[algo]))
+        raise ValueError(f"'{text}' has {len(digest)} hex digits; {algo} needs {HEX_LENGTH[algo]}")
     return algo, digest
 
 
@@ -61,7 +61,7 @@ def validate(images):
     errors = []
     seen = set()
     for index, image in enumerate(images):
-        label = "images[%d] (%s)" % (index, image["name"])
+        label = f"images[{index}] ({image['name']})"
         if image["name"] in seen:
             errors.append(f"{label}: name declared twice")
         seen.add(image["name"])
@@ -178,7 +178,7 @@ def wait_active(cm, image_id, name):
         if img.status in ("killed", "deleted", "deactivated"):
             cm.fail(f"image {name}: upload ended in status {img.status}", failed_item=name)
         if time.time() > deadline:
-            cm.fail("image %s: not active after %d s (status %s)" % (name, cm.params["timeout"], img.status),
+            cm.fail(f"image {name}: not active after {cm.params['timeout']} s (status {img.status})",
                     failed_item=name)
         time.sleep(1)
 
@@ -194,8 +194,8 @@ def upload(cm, image, path, hashes):
     algo = getattr(img, "hash_algo", None)
     value = getattr(img, "hash_value", None)
     if algo in hashes and value and value != hashes[algo]:
-        cm.fail("image %s: Glance stored %s %s but the data has %s; the upload is corrupt (image %s left for "
-                "inspection)" % (image["name"], algo, value, hashes[algo], img.id), failed_item=image["name"])
+        cm.fail(f"image {image['name']}: Glance stored {algo} {value} but the data has {hashes[algo]}; the upload is "
+                f"corrupt (image {img.id} left for inspection)", failed_item=image["name"])
     return img
 
 
@@ -214,8 +214,8 @@ def prepare(params):
             hashes = hash_file(image["file"])
             problem = mismatch(image, hashes)
             if problem:
-                return None, dict(msg="image %s: checksum mismatch for %s: %s; nothing was uploaded"
-                                  % (image["name"], image["file"], problem), failed_item=image["name"])
+                return None, dict(msg=f"image {image['name']}: checksum mismatch for {image['file']}: {problem}; "
+                                      "nothing was uploaded", failed_item=image["name"])
             file_hashes[image["name"]] = hashes
     return dict(hashes=file_hashes), None
 
@@ -298,7 +298,7 @@ def apply(cm, params, _existing, action, applied):
             shutil.rmtree(workdir, ignore_errors=True)
     applied[name] = dict(id=new.id, sha256=hashes["sha256"])
     if have is not None:
-        retired_name = "%s (retired %s %s)" % (name, time.strftime("%Y-%m-%d"), (have["sha256"] or "")[:12])
+        retired_name = f"{name} (retired {time.strftime('%Y-%m-%d')} {(have['sha256'] or '')[:12]})"
         cm.call("retiring the previous image of", name, cm.conn.image.update_image, have["id"],
                 name=retired_name, is_hidden=True)
         cm.record("retired", retired_name)

@@ -31,19 +31,19 @@ def validate(default_class, projects):
     """Every problem in the declaration, in words. Makes no API call."""
     errors = []
     targets = [("default_class", default_class or {})]
-    targets += [("projects[%d] (%s)" % (i, p.get("project")), p) for i, p in enumerate(projects)]
+    targets += [(f"projects[{i}] ({p.get('project')})", p) for i, p in enumerate(projects)]
     for label, entry in targets:
         for key, value in sorted(declared_values(entry).items()):
             if value < -1:
-                errors.append("%s: %s=%d is negative; use -1 for unlimited or a value >= 0" % (label, key, value))
+                errors.append(f"{label}: {key}={value} is negative; use -1 for unlimited or a value >= 0")
     seen = set()
     for index, entry in enumerate(projects):
         if entry["project"] in seen:
-            errors.append("projects[%d]: project '%s' is declared twice" % (index, entry["project"]))
+            errors.append(f"projects[{index}]: project '{entry['project']}' is declared twice")
         seen.add(entry["project"])
         if not declared_values(entry):
-            errors.append("projects[%d] (%s): declares no quota key (one of %s)"
-                          % (index, entry["project"], ", ".join(QUOTA_KEYS)))
+            errors.append(f"projects[{index}] ({entry['project']}): declares no quota key (one of "
+                          f"{', '.join(QUOTA_KEYS)})")
     return errors
 
 
@@ -106,8 +106,8 @@ def read(cm, params, _declared=None):
     projects = cm.find_projects(entry["project"] for entry in params["projects"])
     for entry in params["projects"]:
         if entry["project"] not in projects:
-            cm.fail("project '%s' does not exist (declare it first, e.g. with os_access); nothing was written"
-                    % entry["project"], failed_item=f"project {entry['project']}")
+            cm.fail(f"project '{entry['project']}' does not exist (declare it first, e.g. with os_access); nothing was "
+                    "written", failed_item=f"project {entry['project']}")
     # One GET per project (Nova has no bulk read), concurrently.
     current = cm.read_all("reading quotas of project", params["projects"],
                           lambda entry: read_project_quotas(compute, projects[entry["project"]]),

@@ -52,8 +52,8 @@ def validate(params):
         errors.append("owner_prefix must not be empty: it is how a later run recognises a service this module "
                       "disabled")
     elif not str(params.get("reason") or "").startswith(prefix):
-        errors.append("reason %r must start with owner_prefix %r, or the enabling run would not recognise the "
-                      "service as disabled by this module" % (params.get("reason"), prefix))
+        errors.append(f"reason {params.get('reason')!r} must start with owner_prefix {prefix!r}, or the enabling run "
+                      "would not recognise the service as disabled by this module")
     if params.get("timeout") is None or params["timeout"] <= 0:
         errors.append(f"timeout={params.get('timeout')} must be a positive number of seconds")
     now = datetime.datetime.now(datetime.timezone.utc)
@@ -121,9 +121,11 @@ def service_action(status, disabled_reason, state, owner_prefix):
 
 def describe(servers):
     """'name (id, STATUS), ...' for messages."""
-    return ", ".join("%s (%s, %s%s)" % (s["name"], s["id"], s["status"],
-                                        ", task %s" % s["task_state"] if s.get("task_state") else "")
-                     for s in servers)
+    parts = []
+    for s in servers:
+        task = f", task {s['task_state']}" if s.get("task_state") else ""
+        parts.append(f"{s['name']} ({s['id']}, {s['status']}{task})")
+    return ", ".join(parts)
 
 
 # --------------------------------------------------------------------------- API
@@ -133,14 +135,13 @@ def find_service(cm, host, binary):
     try:
         found = [s for s in cm.conn.compute.services(host=host, binary=binary) if s.host == host and s.binary == binary]
     except Exception as exc:  # pylint: disable=broad-except  # the first call to Nova: any failure means unreachable
-        cm.fail("cannot list the compute services of %s: Nova's API %s (%s: %s); nothing was disabled. Check that "
-                "nova-api runs and that the cloud's catalog (or its compute endpoint override) points at it"
-                % (host, "refused the call" if _api_error(exc) else "cannot be reached", type(exc).__name__,
-                   sdk_message(exc)), host=host)
+        cm.fail(f"cannot list the compute services of {host}: Nova's API "
+                f"{'refused the call' if _api_error(exc) else 'cannot be reached'} ({type(exc).__name__}: "
+                f"{sdk_message(exc)}); nothing was disabled. Check that nova-api runs and that the cloud's catalog (or "
+                "its compute endpoint override) points at it", host=host)
     if len(found) > 1:
-        cm.fail("Nova lists %d %s services on host %s (%s): name the right one, or remove the stale ones with "
-                "'openstack compute service delete'" % (len(found), binary, host,
-                                                         ", ".join(str(s.id) for s in found)), host=host)
+        cm.fail(f"Nova lists {len(found)} {binary} services on host {host} ({', '.join(str(s.id) for s in found)}): "
+                "name the right one, or remove the stale ones with 'openstack compute service delete'", host=host)
     return found[0] if found else None
 
 
@@ -269,12 +270,14 @@ def wait_idle(cm, params, now, blocking):
         if time.time() >= deadline:
             exempt = [s for s in blocking if s["id"] in set(e["id"] for e in classify(
                 blocking, "shelve", now, params["exempt_key"], params["expires_key"])["exempt"])]
-            cm.fail("%s: still running on it after %s s: %s. The %s service stays disabled (reason %r) so nothing new "
-                    "lands there; nothing was rebooted. Wait for them to end (or ask their owners), %s then run again"
-                    % (host, params["timeout"], describe(blocking), params["binary"], params["reason"],
-                       "note that %s %s exempt from shelving by metadata;" % (
-                           describe(exempt), "is" if len(exempt) == 1 else "are") if exempt and params["mode"] == "shelve"
-                       else "or choose mode shelve (shelves them) or skip (leaves the host out);"),
+            if exempt and params["mode"] == "shelve":
+                verb = "is" if len(exempt) == 1 else "are"
+                advice = f"note that {describe(exempt)} {verb} exempt from shelving by metadata;"
+            else:
+                advice = "or choose mode shelve (shelves them) or skip (leaves the host out);"
+            cm.fail(f"{host}: still running on it after {params['timeout']} s: {describe(blocking)}. The "
+                    f"{params['binary']} service stays disabled (reason {params['reason']!r}) so nothing new lands "
+                    f"there; nothing was rebooted. Wait for them to end (or ask their owners), {advice} then run again",
                     host=host, blocking=blocking)
         time.sleep(min(delay, max(0.1, deadline - time.time())))
         delay = min(delay * 1.5, 10.0)

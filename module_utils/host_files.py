@@ -65,7 +65,7 @@ def validate(entries):
         raise HostFilesError(f"files must be a list of entries, not {type(entries).__name__}")
     out, seen = [], {}
     for index, entry in enumerate(entries):
-        where = "files[%d]" % index
+        where = f"files[{index}]"
         if not isinstance(entry, dict):
             raise HostFilesError(f"{where} must be a dict (path, state, content, ...), not {type(entry).__name__}")
         unknown = sorted(set(entry) - KEYS)
@@ -74,8 +74,8 @@ def validate(entries):
         path = _str(entry, "path", where, required=True)
         where = f"{where} ({path})"
         if not path.startswith("/"):
-            raise HostFilesError("%s: the path is not absolute: give it as on the host, e.g. /etc/modprobe.d/vfio.conf"
-                                 % where)
+            raise HostFilesError(f"{where}: the path is not absolute: give it as on the host, e.g. "
+                                 "/etc/modprobe.d/vfio.conf")
         norm = os.path.normpath(path)
         if norm == "/":
             raise HostFilesError(f"{where}: the path names the root directory, not a file")
@@ -99,10 +99,11 @@ def validate(entries):
         if state == "block":
             marker = norm_entry["marker"] or "# {mark} ANSIBLE MANAGED BLOCK"
             if "{mark}" not in marker or "\n" in marker:
-                raise HostFilesError("%s: marker %r must be one line holding {mark}" % (where, marker))
+                raise HostFilesError(f"{where}: marker {marker!r} must be one line holding {{mark}}")
             norm_entry["marker"] = marker
         if norm in seen:
-            raise HostFilesError("%s: the same file as files[%d] (%s); give each path once" % ((where,) + seen[norm]))
+            other_index, other_path = seen[norm]
+            raise HostFilesError(f"{where}: the same file as files[{other_index}] ({other_path}); give each path once")
         seen[norm] = (index, path)
         out.append(norm_entry)
     return out
@@ -164,8 +165,8 @@ def _read(real, shown):
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise HostFilesError("%s is not UTF-8 text; it was not changed (look at it: the role writes only text "
-                             "files)" % shown) from None
+        raise HostFilesError(f"{shown} is not UTF-8 text; it was not changed (look at it: the role writes only text "
+                             "files)") from None
 
 
 def _mode_str(mode):
@@ -189,8 +190,9 @@ def plan_entry(root, entry):
     exists = os.path.lexists(real)
     is_link = exists and os.path.islink(real)
     if exists and not is_link and os.path.isdir(real):
-        raise HostFilesError("%s is a directory; the role expects %s there: move the directory away"
-                             % (real, "nothing" if state == "absent" else "a " + ("link" if state == "link" else "file")))
+        raise HostFilesError(f"{real} is a directory; the role expects "
+                             f"{'nothing' if state == 'absent' else 'a ' + ('link' if state == 'link' else 'file')} "
+                             "there: move the directory away")
     if exists and not is_link and not os.path.isfile(real):
         raise HostFilesError(f"{real} is not a regular file (a device, socket or pipe): remove it")
 
@@ -253,9 +255,9 @@ def plan(root, entries):
         other = first_at.setdefault(os.path.normpath(act["real"]), index)
         if other != index:
             raise HostFilesError(
-                "files[%d] (%s) and files[%d] (%s) are the same file on this host (%s, reached through a symlink): "
-                "each run would undo the other's edit. Replace the symlink with a file, or point one of the role's "
-                "path variables elsewhere" % (other, actions[other]["path"], index, act["path"], act["real"]))
+                f"files[{other}] ({actions[other]['path']}) and files[{index}] ({act['path']}) are the same file on "
+                f"this host ({act['real']}, reached through a symlink): each run would undo the other's edit. Replace "
+                "the symlink with a file, or point one of the role's path variables elsewhere")
     made = set()
     for act in actions:  # a missing directory is made (and shown) once, by the first entry below it
         mkdirs = [d for d in act["mkdirs"] if d not in made] if act["changed"] else []

@@ -91,9 +91,8 @@ def owner_alive(owner, here):
 
 def describe(owner):
     """The run of a lock record, in words: who, where, which process, since when."""
-    return "run %s of %s on %s (ansible-playbook pid %s), holding it since %s" % (
-        owner.get("run", "?"), owner.get("user", "?"), owner.get("controller", "?"), owner.get("pid", "?"),
-        owner.get("since", "?"))
+    return (f"run {owner.get('run', '?')} of {owner.get('user', '?')} on {owner.get('controller', '?')} "
+            f"(ansible-playbook pid {owner.get('pid', '?')}), holding it since {owner.get('since', '?')}")
 
 
 def load(text, where):
@@ -103,8 +102,8 @@ def load(text, where):
     except ValueError:
         data = None
     if not isinstance(data, dict) or not isinstance(data.get("run"), str) or not data["run"]:
-        raise LockError("%s is not a passthrough_host lock (a JSON object naming its run): remove it, after checking "
-                        "that no run of the host phase is under way on this host" % where)
+        raise LockError(f"{where} is not a passthrough_host lock (a JSON object naming its run): remove it, after "
+                        "checking that no run of the host phase is under way on this host")
     return data
 
 

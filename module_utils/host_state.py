@@ -51,14 +51,14 @@ def load(text, where):
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise StateError("%s is not valid JSON (%s): remove it to start afresh; the next run then repeats the "
-                         "initramfs and boot-config steps" % (where, exc)) from None
+        raise StateError(f"{where} is not valid JSON ({exc}): remove it to start afresh; the next run then repeats the "
+                         "initramfs and boot-config steps") from None
     if not isinstance(data, dict) or not isinstance(data.get("pending", []), list) \
             or any(p not in STEPS for p in data.get("pending", [])) \
             or not (data.get("reboot") is None or isinstance(data.get("reboot"), dict)) \
             or not (data.get("generated_from") is None or isinstance(data.get("generated_from"), str)):
-        raise StateError("%s does not hold a passthrough_host state (pending: a list of %s; reboot: an object or "
-                         "null; generated_from: a string or null): remove it to start afresh" % (where, ", ".join(STEPS)))
+        raise StateError(f"{where} does not hold a passthrough_host state (pending: a list of {', '.join(STEPS)}; "
+                         "reboot: an object or null; generated_from: a string or null): remove it to start afresh")
     state = empty()
     state["pending"] = [p for p in STEPS if p in data.get("pending", [])]
     state["reboot"] = data.get("reboot")
@@ -153,5 +153,5 @@ def reboot_decision(state, boot_id, print_now):
         return True, f"the recorded reboot (boot {boot_id}) has not happened yet"
     if last.get("fingerprint") != print_now:
         return True, f"the configuration changed since the reboot from boot {last.get('boot_id')}"
-    return False, ("the host was already rebooted (from boot %s, now boot %s) to apply this same configuration, and "
-                   "the running system still lacks it" % (last.get("boot_id"), boot_id))
+    return False, (f"the host was already rebooted (from boot {last.get('boot_id')}, now boot {boot_id}) to apply this "
+                   "same configuration, and the running system still lacks it")

@@ -67,8 +67,8 @@ def writable_dir_problem(name, path):
         while parent != "/" and not os.path.exists(parent):
             parent = os.path.dirname(parent)
         if os.path.isdir(parent) and not os.access(parent, os.W_OK | os.X_OK):
-            return "%s (%s) does not exist and %s cannot create it in %s (%s)" % (
-                name, path, _me(), parent, _owner_mode(os.stat(parent)))
+            return (f"{name} ({path}) does not exist and {_me()} cannot create it in {parent} "
+                    f"({_owner_mode(os.stat(parent))})")
         return None
     except PermissionError:
         parts = [p for p in path.split("/") if p]

@@ -106,8 +106,8 @@ def unknown_auth_error(auth):
     for key in unknown:
         close = difflib.get_close_matches(key, list(AUTH_OPTIONS), n=1)
         hints.append(f"{key} (did you mean {close[0]}?)" if close else key)
-    return ("auth has unknown key(s) %s; their values are not shown, as they may be secrets. Known keys: %s"
-            % (", ".join(hints), ", ".join(sorted(AUTH_OPTIONS))))
+    return (f"auth has unknown key(s) {', '.join(hints)}; their values are not shown, as they may be secrets. Known "
+            f"keys: {', '.join(sorted(AUTH_OPTIONS))}")
 
 
 def sdk_message(exc):
@@ -186,8 +186,8 @@ class CloudModule:
         try:
             conn = openstack.connect(**kwargs)
         except Exception as exc:  # config errors: unknown cloud name, missing auth_url, ...
-            self.module.fail_json(msg="cannot configure the connection to %s: %s (check clouds.yaml / the auth "
-                                      "option)" % (self._where(), sdk_message(exc)))
+            self.module.fail_json(msg=f"cannot configure the connection to {self._where()}: {sdk_message(exc)} (check "
+                                      "clouds.yaml / the auth option)")
         try:
             conn.authorize()
         except Exception as exc:  # pylint: disable=broad-except
@@ -200,8 +200,8 @@ class CloudModule:
         # The kind of failure comes from the exception classes and status codes along the chain (openstacksdk
         # re-raises keystoneauth's exception inside its handler), never from the words of a message.
         if _caused_by(exc, "ConnectFailure", "ConnectTimeout", "ConnectionError"):
-            return "cannot reach the identity endpoint of %s: %s (is Keystone running and the auth_url right?)" % (
-                where, text)
+            return (f"cannot reach the identity endpoint of {where}: {text} "
+                    "(is Keystone running and the auth_url right?)")
         if _caused_by(exc, "Unauthorized") or _http_status(exc) == 401:
             return f"authentication to {where} failed (wrong user, password or project?): {text}"
         return f"cannot authenticate to {where}: {text}"
@@ -231,7 +231,7 @@ class CloudModule:
             words = ", ".join(f"{key} {', '.join(map(str, progress[key]))}" for key in DONE_KEYS
                               if progress.get(key))
             if words:
-                done.append("%s%s" % ("%s: " % name if name else "", words))
+                done.append(f"{name}: {words}" if name else words)
         if done:
             msg = f"{msg}. Already done in this run: {'; '.join(done)}; a re-run finishes the job"
         self.module.fail_json(msg=msg, changed=bool(done), **result)

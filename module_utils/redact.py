@@ -38,9 +38,8 @@ SECRET_KEY_WORDS = ("password", "passwd", "passphrase", "secret", "token")
 # next space or quote (a quoted value, key="...", to its closing quote).
 _WORDS = "|".join(SECRET_KEY_WORDS)
 _SECRET_KEY_RE = re.compile(
-    r'(?P<qkey>(?<!\S)"[A-Za-z0-9_.\-]*(?:%s)[A-Za-z0-9_.\-]*=)(?P<qvalue>[^"]*)'
-    r'|(?P<key>(?<![^\s"\'])[A-Za-z0-9_.\-]*(?:%s)[A-Za-z0-9_.\-]*=)(?P<value>"[^"]*"|[^\s"\']*)'
-    % (_WORDS, _WORDS), re.IGNORECASE)
+    rf'(?P<qkey>(?<!\S)"[A-Za-z0-9_.\-]*(?:{_WORDS})[A-Za-z0-9_.\-]*=)(?P<qvalue>[^"]*)'
+    rf'|(?P<key>(?<![^\s"\'])[A-Za-z0-9_.\-]*(?:{_WORDS})[A-Za-z0-9_.\-]*=)(?P<value>"[^"]*"|[^\s"\']*)', re.IGNORECASE)
 # scheme://user:password@  (the password has no /, @ or space)
 _URL_RE = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^/@:\s\"']*:)(?P<password>[^/@\s\"']+)(?=@)")
 # iscsi:<credentials>@ - user:password[:reverse-user:reverse-password] (every component but the user names masked)
@@ -92,4 +91,4 @@ def mask_secret(text, secret, mask=MASK):
         text = "" if text is None else str(text)
     if not isinstance(secret, str) or not secret:
         return text
-    return re.sub(r"(?<![A-Za-z0-9_])%s(?![A-Za-z0-9_])" % re.escape(secret), lambda _m: mask, text)
+    return re.sub(rf"(?<![A-Za-z0-9_]){re.escape(secret)}(?![A-Za-z0-9_])", lambda _m: mask, text)

@@ -50,6 +50,6 @@ def exemption(metadata, now, exempt_key, expires_key):
         try:
             return "expires", parse_time(str(expires))
         except ValueError:
-            return "invalid", "metadata %s=%r is not an ISO 8601 date or date-time (e.g. 2026-12-24 or " \
-                              "2026-12-24T18:00:00Z)" % (expires_key, expires)
+            return "invalid", f"metadata {expires_key}={expires!r} is not an ISO 8601 date or date-time (e.g. " \
+                              "2026-12-24 or 2026-12-24T18:00:00Z)"
     return None, None

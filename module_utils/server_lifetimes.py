@@ -47,21 +47,21 @@ def validate_policy(policies, default_max_age_hours, timeout):
     seen = {}
     for index, item in enumerate(policies):
         project = item.get("project")
-        label = "policies[%d] (project %s)" % (index, project)
+        label = f"policies[{index}] (project {project})"
         if not project or not str(project).strip():
-            errors.append("policies[%d]: 'project' must be a project name or ID" % index)
+            errors.append(f"policies[{index}]: 'project' must be a project name or ID")
             continue
         age = item.get("max_age_hours")
         if age is None or age <= 0:
             errors.append(f"{label}: max_age_hours={age} must be a positive number of hours (e.g. 168 for a week)")
         if project in seen:
-            errors.append("%s: project '%s' is already declared in policies[%d]; keep one item per project"
-                          % (label, project, seen[project]))
+            errors.append(f"{label}: project '{project}' is already declared in policies[{seen[project]}]; keep one "
+                          "item per project")
         else:
             seen[project] = index
     if default_max_age_hours is not None and default_max_age_hours <= 0:
-        errors.append("default_max_age_hours=%s must be a positive number of hours, or null to leave projects "
-                      "without a policy alone" % default_max_age_hours)
+        errors.append(f"default_max_age_hours={default_max_age_hours} must be a positive number of hours, or null to "
+                      "leave projects without a policy alone")
     if timeout is not None and timeout <= 0:
         errors.append(f"timeout={timeout} must be a positive number of seconds")
     return errors
@@ -116,8 +116,8 @@ def decide(servers, rules, default_rule, now, exempt_key, expires_key):
                 out["not_acted"].append(dict(entry, reason=f"task in progress ({server['task_state']})"))
                 continue
             if server["status"] not in SHELVABLE:
-                out["not_acted"].append(dict(entry, reason="Nova cannot shelve a server in state %s; delete it or "
-                                                          "repair it" % server["status"]))
+                out["not_acted"].append(dict(entry, reason=f"Nova cannot shelve a server in state {server['status']}; "
+                                                           "delete it or repair it"))
                 continue
         out["would_act"].append(entry)
     return out, checked
@@ -149,8 +149,8 @@ def resolve_rules(cm, policies, default_action):
         rules[found.id] = dict(project=found.name, project_id=found.id, max_age_hours=item["max_age_hours"],
                                action=item.get("action") or default_action)
     if missing:
-        cm.fail("lifetime policy names project(s) %s that do not exist in %s; nothing was changed (fix the "
-                "project names in the policy, or create the projects first)" % (", ".join(missing), cm._where()),
+        cm.fail(f"lifetime policy names project(s) {', '.join(missing)} that do not exist in {cm._where()}; nothing "
+                "was changed (fix the project names in the policy, or create the projects first)",
                 errors=[f"unknown project {m}" for m in missing])
     return rules
 
@@ -180,16 +180,15 @@ def wait_for(cm, acted, timeout):
                 entry["status"] = status
                 del pending[server_id]
             elif status == "ERROR":
-                cm.fail("server %s (%s, project %s) went to ERROR while being %s" % (
-                    entry["name"], server_id, entry["project"],
-                    "shelved" if entry["action"] == "shelve" else "deleted"), failed_item=entry["name"])
+                cm.fail(f"server {entry['name']} ({server_id}, project {entry['project']}) went to ERROR while being "
+                        f"{'shelved' if entry['action'] == 'shelve' else 'deleted'}", failed_item=entry["name"])
             else:
                 entry["status"] = status
         if not pending:
             break
         if time.time() > deadline:
-            cm.fail("timed out after %s s waiting for %s" % (timeout, ", ".join(
-                "%s (%s, now %s)" % (e["name"], e["action"], e["status"]) for e in pending.values())))
+            waiting = ", ".join(f"{e['name']} ({e['action']}, now {e['status']})" for e in pending.values())
+            cm.fail(f"timed out after {timeout} s waiting for {waiting}")
         time.sleep(delay)
         delay = min(delay * 1.5, 5)
 

@@ -298,28 +298,28 @@ def scan(text, watched):
         name = mention.search(touched[0]).group(0)
         ours = [n for n in assigned if n in watched]
         if command_word is not None:
-            return refuse(cmd.line, "this line uses %s in a way the editor does not model (only plain assignments "
-                                    "are)" % name, _FIX_USE)
+            return refuse(cmd.line, f"this line uses {name} in a way the editor does not model (only plain assignments "
+                                    "are)", _FIX_USE)
         if ours and cmd.depth > 0:
-            return refuse(cmd.line, "%s is assigned inside a compound command (if, case, a loop, a function or a "
-                                    "group), which may or may not run: the editor does not model it" % ours[0], _FIX_PLAIN)
+            return refuse(cmd.line, f"{ours[0]} is assigned inside a compound command (if, case, a loop, a function or "
+                                    "a group), which may or may not run: the editor does not model it", _FIX_PLAIN)
         if ours and cmd.conditional:
-            return refuse(cmd.line, "%s is assigned in an && / || list, a pipeline or in the background, which runs on "
-                                    "a condition or in a subshell: the editor does not model it" % ours[0], _FIX_PLAIN)
+            return refuse(cmd.line, f"{ours[0]} is assigned in an && / || list, a pipeline or in the background, which "
+                                    "runs on a condition or in a subshell: the editor does not model it", _FIX_PLAIN)
         if any(assigns_in_value.search(w) for w in words):
-            return refuse(cmd.line, "${%s:=...} assigns %s inside another value: the editor does not model it"
-                                    % (name, name), _FIX_USE)
+            return refuse(cmd.line, f"${{{name}:=...}} assigns {name} inside another value: the editor does not model "
+                                    "it", _FIX_USE)
         if not ours:
             continue  # another variable's value refers to ours: read, not assigned
         if any(_ASSIGNMENT_WORD.match(w).group(2) for w in words[:len(assigned)]):
-            return refuse(cmd.line, "%s+= (appending, a bash extension) is not modelled" % ours[0],
+            return refuse(cmd.line, f"{ours[0]}+= (appending, a bash extension) is not modelled",
                           "write NAME=\"$NAME ...\" instead, then run again")
         if len(assigned) > 1:
-            return refuse(cmd.line, "more than one assignment in one command (%s) is not modelled"
-                                    % " ".join(words), _FIX_PLAIN)
+            return refuse(cmd.line, f"more than one assignment in one command ({' '.join(words)}) is not "
+                                    "modelled", _FIX_PLAIN)
         if not cmd.first_on_line:
-            return refuse(cmd.line, "an assignment of %s that does not start its line is not modelled (more than "
-                                    "one command on the line)" % ours[0], _FIX_PLAIN)
+            return refuse(cmd.line, f"an assignment of {ours[0]} that does not start its line is not modelled (more "
+                                    "than one command on the line)", _FIX_PLAIN)
         # The line's own parser (boot_config) reads it, and names what it cannot model there (a value over several
         # lines, another command after it).
         assignment_lines.append(cmd.line)

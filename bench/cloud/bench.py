@@ -46,7 +46,7 @@ ALIAS = {"pci_passthrough:alias": "tesla-v100:1"}
 def declaration():
     flavors = []
     for i in range(1, N_FLAVORS + 1):
-        flavor = {"name": "bench_f%02d" % i, "id": "bench_f%02d" % i, "vcpus": 1 + i % 8, "ram": 1024 * (1 + i % 16),
+        flavor = {"name": f"bench_f{i:02d}", "id": f"bench_f{i:02d}", "vcpus": 1 + i % 8, "ram": 1024 * (1 + i % 16),
                   "disk": 10 + i}
         specs = {}
         if i % 2 == 0:
@@ -57,7 +57,7 @@ def declaration():
             flavor["extra_specs"] = specs
         flavors.append(flavor)
     quota_class = {"instances": 15, "cores": 64}
-    projects = [{"project": "bench-p%02d" % i, "instances": 5 + i, "cores": 20 + 2 * i}
+    projects = [{"project": f"bench-p{i:02d}", "instances": 5 + i, "cores": 20 + 2 * i}
                 for i in range(1, N_PROJECTS + 1)]
     return flavors, quota_class, projects
 
@@ -102,20 +102,20 @@ def osc_play(flavors, quota_class, projects, openstack_cli):
 
 
 def cli_script(flavors, quota_class, projects, openstack_cli, rerun):
-    lines = ["set -euo pipefail", "os=%s" % openstack_cli]
+    lines = ["set -euo pipefail", f"os={openstack_cli}"]
     for f in flavors:
-        create = "$os flavor create --public %s --id %s --ram %d --disk %d --vcpus %d >/dev/null" % (
-            f["name"], f["id"], f["ram"], f["disk"], f["vcpus"])
+        create = (f"$os flavor create --public {f['name']} --id {f['id']} --ram {f['ram']} --disk {f['disk']} "
+                  f"--vcpus {f['vcpus']} >/dev/null")
         if rerun:
-            create = "$os flavor show %s >/dev/null 2>&1 || %s" % (f["name"], create)
+            create = f"$os flavor show {f['name']} >/dev/null 2>&1 || {create}"
         lines.append(create)
-        props = " ".join('--property "%s"="%s"' % (k, v) for k, v in sorted(f.get("extra_specs", {}).items()))
+        props = " ".join(f'--property "{k}"="{v}"' for k, v in sorted(f.get("extra_specs", {}).items()))
         if props:
-            lines.append("$os flavor set %s %s" % (f["name"], props))
-    lines.append("$os quota set --class %s default" % " ".join(
-        "--%s %d" % (k, v) for k, v in quota_class.items()))
+            lines.append(f"$os flavor set {f['name']} {props}")
+    class_args = " ".join(f"--{k} {v}" for k, v in quota_class.items())
+    lines.append(f"$os quota set --class {class_args} default")
     for p in projects:
-        lines.append("$os quota set --instances %d --cores %d %s" % (p["instances"], p["cores"], p["project"]))
+        lines.append(f"$os quota set --instances {p['instances']} --cores {p['cores']} {p['project']}")
     return "\n".join(lines) + "\n"
 
 
@@ -150,9 +150,9 @@ class Bench:
         with open(log, "w", encoding="utf-8") as handle:
             handle.write(proc.stdout + proc.stderr)
         if proc.returncode:
-            raise SystemExit("bench: %s failed (rc %d), see %s:\n%s" % (label, proc.returncode, log,
-                                                                         (proc.stdout + proc.stderr)[-3000:]))
-        print("  %-22s %7.1f s wall %7.1f s client CPU  (load %.1f)" % (label, seconds, cpu, load), flush=True)
+            raise SystemExit(f"bench: {label} failed (rc {proc.returncode}), see "
+                             f"{log}:\n{(proc.stdout + proc.stderr)[-3000:]}")
+        print(f"  {label!s:<22} {seconds:7.1f} s wall {cpu:7.1f} s client CPU  (load {load:.1f})", flush=True)
         return round(seconds, 2), proc.stdout, round(load, 1), round(cpu, 2)
 
     def playbook(self, label, content):
@@ -188,23 +188,23 @@ class Bench:
         for f in flavors:
             have = found.get(f["name"])
             if have is None:
-                problems.append("%s missing" % f["name"])
+                problems.append(f"{f['name']} missing")
                 continue
             if (have.vcpus, have.ram, have.disk) != (f["vcpus"], f["ram"], f["disk"]):
-                problems.append("%s sizes differ" % f["name"])
+                problems.append(f"{f['name']} sizes differ")
             if dict(have.extra_specs or {}) != f.get("extra_specs", {}):
-                problems.append("%s extra specs %s" % (f["name"], have.extra_specs))
+                problems.append(f"{f['name']} extra specs {have.extra_specs}")
         qc = self.conn.compute.get_quota_class_set("default")
         if any(getattr(qc, k) != v for k, v in quota_class.items()):
-            problems.append("quota class %s" % qc.to_dict(computed=False))
+            problems.append(f"quota class {qc.to_dict(computed=False)}")
         for p in projects:
             project = self.conn.identity.find_project(p["project"], ignore_missing=False)
             qs = self.conn.compute.get_quota_set(project.id)
             if (qs.instances, qs.cores) != (p["instances"], p["cores"]):
-                problems.append("%s quotas %s/%s" % (p["project"], qs.instances, qs.cores))
+                problems.append(f"{p['project']} quotas {qs.instances}/{qs.cores}")
         if problems:
-            raise SystemExit("bench: after %s the server state differs from the declaration: %s"
-                             % (way, "; ".join(problems[:10])))
+            raise SystemExit(f"bench: after {way} the server state differs from the declaration: "
+                             f"{'; '.join(problems[:10])}")
 
 
 def median(values):
@@ -219,12 +219,12 @@ def bench_way(bench, way, flavors, quota_class, projects, openstack_cli):
         content = (modules_play if way == "modules" else modules_separate_play)(flavors, quota_class, projects)
 
         def again():
-            sample = bench.playbook("%s no-op" % way, content)
+            sample = bench.playbook(f"{way} no-op", content)
             if "changed=0" not in sample[1]:
                 raise SystemExit("bench: the modules' re-run changed something:\n" + sample[1][-2000:])
             return sample
 
-        return (lambda: bench.playbook("%s first" % way, content)), again
+        return (lambda: bench.playbook(f"{way} first", content)), again
     if way == "osc_loop":
         content = osc_play(flavors, quota_class, projects, openstack_cli)
         return (lambda: bench.playbook("osc_loop first", content)), (lambda: bench.playbook("osc_loop no-op", content))
@@ -232,7 +232,7 @@ def bench_way(bench, way, flavors, quota_class, projects, openstack_cli):
         first = cli_script(flavors, quota_class, projects, openstack_cli, False)
         rerun = cli_script(flavors, quota_class, projects, openstack_cli, True)
         return (lambda: bench.script("cli_loop first", first)), (lambda: bench.script("cli_loop re-run", rerun))
-    raise SystemExit("bench: unknown way %s" % way)
+    raise SystemExit(f"bench: unknown way {way}")
 
 
 def main():
@@ -251,7 +251,7 @@ def main():
     state_dir = args.dir or tempfile.mkdtemp(prefix="ogc-bench-cloud-")
     work = raw_logs.run_dir("cloud")
     args.out = args.out or os.path.join(work, "results.json")
-    print("bench: test cloud in %s, logs in %s" % (state_dir, work), flush=True)
+    print(f"bench: test cloud in {state_dir}, logs in {work}", flush=True)
     started = time.perf_counter()
     subprocess.run([os.path.join(ROOT, "scripts", "testcloud.sh"), "start", "--dir", state_dir, "--lifetime", "7200"],
                    check=True, cwd=ROOT)
@@ -270,7 +270,7 @@ def main():
         # First runs, each from the same clean state.
         for way in ways:
             bench.reset(projects, class_defaults)
-            print("%s:" % way, flush=True)
+            print(f"{way}:", flush=True)
             first = plans[way][0]()
             bench.verify(way, flavors, quota_class, projects)
             results["ways"][way] = {"first_s": first[0], "first_cpu_s": first[3], "load_first": first[2],
@@ -279,7 +279,7 @@ def main():
         # them. Each round re-runs every way once, one after the other: a slow spell of this shared machine
         # then hits all ways alike, and the ratio is taken within a round (the median round is reported).
         for round_ in range(1, args.rounds + 1):
-            print("no-op round %d:" % round_, flush=True)
+            print(f"no-op round {round_}:", flush=True)
             for way in ways:
                 again = plans[way][1]()
                 results["ways"][way]["rerun_samples"].append({"wall_s": again[0], "cpu_s": again[3],
@@ -303,13 +303,13 @@ def main():
             if other not in ways:
                 continue
             data = ways[other]
-            results["ratio_first_%s_vs_modules" % other] = round(data["first_s"] / base["first_s"], 1)
-            results["ratio_cpu_first_%s_vs_modules" % other] = round(data["first_cpu_s"] / base["first_cpu_s"], 1)
+            results[f"ratio_first_{other}_vs_modules"] = round(data["first_s"] / base["first_s"], 1)
+            results[f"ratio_cpu_first_{other}_vs_modules"] = round(data["first_cpu_s"] / base["first_cpu_s"], 1)
             pairs = list(zip(data["rerun_samples"], base["rerun_samples"]))
-            results["ratio_rerun_%s_vs_modules" % other] = round(median([a["wall_s"] / b["wall_s"] for a, b in pairs]), 1)
-            results["ratio_cpu_rerun_%s_vs_modules" % other] = round(
+            results[f"ratio_rerun_{other}_vs_modules"] = round(median([a["wall_s"] / b["wall_s"] for a, b in pairs]), 1)
+            results[f"ratio_cpu_rerun_{other}_vs_modules"] = round(
                 median([a["cpu_s"] / b["cpu_s"] for a, b in pairs]), 1)
-            results["ratio_rerun_%s_vs_modules_per_round" % other] = [round(a["wall_s"] / b["wall_s"], 1)
+            results[f"ratio_rerun_{other}_vs_modules_per_round"] = [round(a["wall_s"] / b["wall_s"], 1)
                                                                       for a, b in pairs]
     results["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     results["load_average_at_end"] = [round(x, 1) for x in os.getloadavg()]

@@ -74,14 +74,14 @@ def timed_playbook(args, host_log, env, cwd, plain=False):
 
 
 def one_run(inventory, label, out_dir, hosts, repo=REPO):
-    host_log = os.path.join(out_dir, "%d-%s.host-cpu" % (hosts, label))
+    host_log = os.path.join(out_dir, f"{hosts}-{label}.host-cpu")
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(repo, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_CALLBACKS_ENABLED="ogc_changes,ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT="15")
     load_before = os.getloadavg()
     proc, wall, cpu, (on_hosts, module_runs) = timed_playbook(
         [os.path.join(repo, "site.yml"), "-i", inventory, "--tags", "plan,host"], host_log, env, repo)
     log = proc.stdout + proc.stderr
-    with open(os.path.join(out_dir, "%d-%s.log" % (hosts, label)), "w", encoding="utf-8") as handle:
+    with open(os.path.join(out_dir, f"{hosts}-{label}.log"), "w", encoding="utf-8") as handle:
         handle.write(log)
     recap = re.findall(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)", log, re.M)
     return dict(hosts=hosts, run=label, rc=proc.returncode, wall_s=round(wall, 1), cpu_s=round(cpu, 1),
@@ -103,7 +103,7 @@ def main(argv):
     args = parser.parse_args(argv[1:])
     args.out = args.out or raw_logs.run_dir("fleet", os.path.abspath(args.repo))
     os.makedirs(args.out, exist_ok=True)
-    print("bench: raw logs in %s" % args.out, flush=True)
+    print(f"bench: raw logs in {args.out}", flush=True)
     batch = args.batch if args.batch.endswith("%") else int(args.batch)
     # Earlier figures for other fleet sizes are kept (one invocation per size is allowed).
     saved = os.path.join(args.out, "results.json")

@@ -24,7 +24,7 @@ DEMO_FIXTURES = ["seed-v100", "intel-pre-iommu", "consumer-rtx"]
 def write(path, data, comment):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as handle:
-        handle.write("---\n# %s\n" % comment)
+        handle.write(f"---\n# {comment}\n")
         yaml.safe_dump(data, handle, default_flow_style=False, sort_keys=False)
 
 
@@ -35,16 +35,16 @@ def build(count, directory, batch=1, hold=0.0, fixtures=None, interpreter="{{ an
     directory = os.path.abspath(directory)
     inventory = os.path.join(directory, "inventory")
     state = os.path.join(directory, "state")
-    hosts = {"gpu-%03d" % i: {"demo_fixture": fixtures[(i - 1) % len(fixtures)]} for i in range(1, count + 1)}
+    hosts = {f"gpu-{i:03d}": {"demo_fixture": fixtures[(i - 1) % len(fixtures)]} for i in range(1, count + 1)}
     write(os.path.join(inventory, "hosts.yml"),
           {"all": {"children": {"gpu_hosts": {"hosts": hosts}}}},
-          "%d simulated GPU hosts (bench/fleet/fleet_inventory.py)" % count)
+          f"{count} simulated GPU hosts (bench/fleet/fleet_inventory.py)")
     write(os.path.join(inventory, "group_vars", "all", "main.yml"), {
         "ansible_connection": "local",
         "ansible_python_interpreter": "{{ ansible_playbook_python }}",
         "ogc_repo_dir": REPO,
         "ogc_demo_dir": state,
-    }, "Every host is simulated on this machine; state under %s" % state)
+    }, f"Every host is simulated on this machine; state under {state}")
     record = ["{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/scripts/record_command.py",
               "{{ ogc_demo_dir }}/hosts/{{ inventory_hostname }}.calls.jsonl"]
     write(os.path.join(inventory, "group_vars", "gpu_hosts", "main.yml"), {

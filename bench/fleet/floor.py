@@ -25,10 +25,10 @@ from noop_pairs import add_pair_options, pair_inventories  # noqa: E402  pylint:
 
 
 def write_playbook(path, module_runs):
-    tasks = "".join("    - name: Module run %d\n      ansible.builtin.ping:\n" % (i + 1) for i in range(module_runs))
+    tasks = "".join(f"    - name: Module run {i + 1}\n      ansible.builtin.ping:\n" for i in range(module_runs))
     with open(path, "w", encoding="utf-8") as handle:
-        handle.write("---\n- name: %d module run(s) per GPU host, nothing else\n  hosts: gpu_hosts\n"
-                     "  gather_facts: false\n  tasks:\n%s" % (module_runs, tasks))
+        handle.write(f"---\n- name: {module_runs} module run(s) per GPU host, nothing else\n  hosts: gpu_hosts\n"
+                     f"  gather_facts: false\n  tasks:\n{tasks}")
 
 
 def run(playbook, inventory, hosts, host_log, plain=False):
@@ -52,7 +52,7 @@ def main(argv):
     host_log = os.path.join(args.workdir, "floor.host-cpu")
     ok = True
     for module_runs in args.runs:
-        playbook = os.path.join(args.workdir, "floor-%d.yml" % module_runs)
+        playbook = os.path.join(args.workdir, f"floor-{module_runs}.yml")
         write_playbook(playbook, module_runs)
         for _ in range(args.pairs):
             runs = []

@@ -19,7 +19,7 @@ def main():
     rc = subprocess.call([real, *sys.argv[1:]])
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     own = resource.getrusage(resource.RUSAGE_SELF)
-    line = "%.4f %.4f\n" % (children.ru_utime + children.ru_stime, own.ru_utime + own.ru_stime)
+    line = f"{children.ru_utime + children.ru_stime:.4f} {own.ru_utime + own.ru_stime:.4f}\n"
     with open(os.environ["OGC_BENCH_HOST_CPU_LOG"], "a", encoding="utf-8") as handle:
         handle.write(line)  # one short append: whole lines even with many hosts at once
     return rc

@@ -43,7 +43,7 @@ def cmdline_value(host, variable="GRUB_CMDLINE_LINUX_DEFAULT"):
     for line in read(host, "etc/default/grub").splitlines():
         if line.startswith(variable + "="):
             return line
-    raise AssertionError("%s not in the GRUB file" % variable)
+    raise AssertionError(f"{variable} not in the GRUB file")
 
 
 def driver(host, address):

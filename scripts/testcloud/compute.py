@@ -91,16 +91,16 @@ def read_rendered_sections(path):
         with open(path, encoding="utf-8") as handle:
             parser.parse(handle)
     except OSError as exc:
-        raise ComputeError("--nova-pci-from %s cannot be read (%s): render it first (playbooks/nova.yml, then "
-                           "kolla-ansible genconfig: playbooks/deploy.yml)" % (path, exc.strerror)) from None
+        raise ComputeError(f"--nova-pci-from {path} cannot be read ({exc.strerror}): render it first "
+                           "(playbooks/nova.yml, then kolla-ansible genconfig: playbooks/deploy.yml)") from None
     found = parser.found
     if not any(k == "device_spec" for k, _v in found.get("pci", [])) or \
             not any(k == "alias" for k, _v in found.get("pci", [])):
-        raise ComputeError("--nova-pci-from %s has no [pci] device_spec and alias: it is not the nova-compute "
-                           "configuration of a GPU host that nova_pci_config configured" % path)
+        raise ComputeError(f"--nova-pci-from {path} has no [pci] device_spec and alias: it is not the nova-compute "
+                           "configuration of a GPU host that nova_pci_config configured")
     if not any(k == "enabled_filters" for k, _v in found.get("filter_scheduler", [])):
-        raise ComputeError("--nova-pci-from %s has no [filter_scheduler] enabled_filters (nova_pci_config writes "
-                           "them into the global nova.conf override)" % path)
+        raise ComputeError(f"--nova-pci-from {path} has no [filter_scheduler] enabled_filters (nova_pci_config writes "
+                           "them into the global nova.conf override)")
     return found
 
 
@@ -116,8 +116,8 @@ def read_fake_gpus(path):
     for item in devices:
         if not isinstance(item, dict) or not all(isinstance(item.get(k), str) for k in ("address", "vendor_id",
                                                                                            "product_id")):
-            raise ComputeError("--fake-gpus %s: each device needs string address, vendor_id and product_id; got %r"
-                               % (path, item))
+            raise ComputeError(f"--fake-gpus {path}: each device needs string address, vendor_id and product_id; got "
+                               f"{item!r}")
     return devices
 
 
@@ -434,8 +434,8 @@ enforce_new_defaults = true
                         return
                     last_tree = tree if complete else None
                     providers = [name for name, _has in tree] or providers
-            seen = "hypervisors %s, services %s, providers %s" % (
-                [h.name for h in hypervisors], services, [getattr(p, "name", p) for p in providers])
+            names = [getattr(p, "name", p) for p in providers]
+            seen = f"hypervisors {[h.name for h in hypervisors]}, services {services}, providers {names}"
             time.sleep(1)
         raise self.failed("compute", f"did not register with the API and placement in time (last seen: {seen})")
 

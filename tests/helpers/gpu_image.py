@@ -56,7 +56,7 @@ KEY_INPUTS = ("images/elements", "roles/gpu_images/tasks/build.yml", "roles/gpu_
 # Documentation does not change the image.
 KEY_IGNORED = re.compile(r"(^|/)(README[^/]*|__pycache__(/.*)?)$")
 PLAYBOOK_TIMEOUT = int(os.environ.get("OGC_GPU_IMAGE_TIMEOUT", "3600"))
-RECAP = re.compile(r"^%s\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)" % BUILDER, re.M)
+RECAP = re.compile(rf"^{BUILDER}\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 
 class ImageBuildError(RuntimeError):

@@ -82,7 +82,7 @@ def main(argv=None):
     htpasswd = os.path.join(args.dir, "htpasswd")
     with open(htpasswd, "w", encoding="utf-8") as handle:
         hashed = bcrypt.hashpw(args.password.encode(), bcrypt.gensalt(rounds=4)).decode()
-        handle.write("%s:%s\n" % (args.user, hashed))
+        handle.write(f"{args.user}:{hashed}\n")
 
     fakedriver.FakeDriver = BiosFakeDriver       # main.py picks fakedriver.FakeDriver for --fake
     app = sushy_main.app

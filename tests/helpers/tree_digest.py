@@ -18,7 +18,7 @@ def digest(root):
         for name in sorted(dirnames + filenames):
             path = os.path.join(dirpath, name)
             info = os.lstat(path)
-            total.update(("%s %o\n" % (os.path.relpath(path, root), info.st_mode)).encode())
+            total.update(f"{os.path.relpath(path, root)} {info.st_mode:o}\n".encode())
             if stat.S_ISLNK(info.st_mode):
                 total.update(os.readlink(path).encode())
             elif stat.S_ISREG(info.st_mode):

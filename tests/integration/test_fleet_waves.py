@@ -50,7 +50,7 @@ def test_batch_two_of_six_reboots_at_most_two_at_a_time(tmp_path):
     assert rc == 0, out[-5000:]
     assert "wave 1: gpu-001; wave 2: gpu-002, gpu-003; wave 3: gpu-004, gpu-005; wave 4: gpu-006." in out
     done = reboots(str(tmp_path))
-    assert sorted(r["name"] for r in done) == ["gpu-%03d" % i for i in range(1, 7)]
+    assert sorted(r["name"] for r in done) == [f"gpu-{i:03d}" for i in range(1, 7)]
     assert all(r["rc"] == 0 for r in done)
     at = {r["name"]: r for r in done}
     # Never more than two at once, and two did run at once (the batch is used, not one by one).

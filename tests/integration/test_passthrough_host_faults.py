@@ -67,7 +67,7 @@ def cases():
     out["forced"] = (copy.deepcopy(seed), {"passthrough_policy": {"keep_on_host": ["0000:28:00.0"]}})
     # An inventory of an earlier version: the host role's own policy name is refused, not silently ignored.
     out["retired-policy"] = (copy.deepcopy(seed), {"passthrough_host_policy": {"exclude": ["0000:27:00.0"]}})
-    out["bmc-unreachable"] = (copy.deepcopy(seed), {"passthrough_host_bmc_address": "127.0.0.1:%d" % free_port()})
+    out["bmc-unreachable"] = (copy.deepcopy(seed), {"passthrough_host_bmc_address": f"127.0.0.1:{free_port()}"})
     out["bmc-wrong-password"] = (copy.deepcopy(seed), {"passthrough_host_bmc_password": "bad-Secret-42"})
     out["initramfs-fails"] = (copy.deepcopy(seed), {})
     # The boot loader does not boot what was generated (another entry chosen): the reboot changes nothing.
@@ -141,8 +141,8 @@ def bmc(tmp_path_factory):
             time.sleep(0.3)
     else:
         proc.kill()
-        pytest.fail("the Redfish emulator did not start: %s" % (workdir / "bmc.log").read_text())
-    yield "127.0.0.1:%d" % port
+        pytest.fail(f"the Redfish emulator did not start: {(workdir / 'bmc.log').read_text()}")
+    yield f"127.0.0.1:{port}"
     proc.terminate()
     proc.wait(timeout=10)
     log.close()
@@ -181,7 +181,7 @@ def run(tmp_path_factory, bmc):
                             passthrough_host_bmc_timeout=5)
         hostvars.update(extra)
         if hostvars.get("passthrough_host_bmc_address") == "https://BMC/":
-            hostvars["passthrough_host_bmc_address"] = "https://%s/" % bmc
+            hostvars["passthrough_host_bmc_address"] = f"https://{bmc}/"
         if hostvars["passthrough_host_reboot_command"] == "NO-EFFECT":
             hostvars["passthrough_host_reboot_command"] = [
                 "sh", "-c", 'mkdir -p "$1/proc/sys/kernel/random" && '
@@ -212,7 +212,7 @@ def run(tmp_path_factory, bmc):
                                str(playbook)] + list(extra), cwd=base, env=env, capture_output=True, text=True,
                               timeout=900)
         # The json callback's document; ansible.cfg's aggregate callbacks may print around it.
-        assert "{\n" in proc.stdout, "ansible-playbook printed no JSON (rc %d): %s" % (proc.returncode, proc.stderr[-3000:])
+        assert "{\n" in proc.stdout, f"ansible-playbook printed no JSON (rc {proc.returncode}): {proc.stderr[-3000:]}"
         report, _ = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{\n"):])
         failures = {}
         changed = {}
@@ -254,7 +254,7 @@ def root_of(run, name):
 
 
 def failure(run, name):
-    assert name in run["failures"], "%s did not fail: %s" % (name, run["stats"].get(name))
+    assert name in run["failures"], f"{name} did not fail: {run['stats'].get(name)}"
     return run["failures"][name][1]
 
 

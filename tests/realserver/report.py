@@ -50,7 +50,8 @@ def devices():
         driver, group = os.path.join(path, "driver"), os.path.join(path, "iommu_group")
         override = (_read(os.path.join(path, "driver_override")) or "").strip()
         out[address] = {
-            "id": "%s:%s" % ((_read(os.path.join(path, "vendor")) or "")[2:6], (_read(os.path.join(path, "device")) or "")[2:6]),
+            "id": f"{(_read(os.path.join(path, 'vendor')) or '')[2:6]}:"
+                  f"{(_read(os.path.join(path, 'device')) or '')[2:6]}",
             "class": (_read(os.path.join(path, "class")) or "")[2:8],
             "driver": os.path.basename(os.readlink(driver)) if os.path.islink(driver) else None,
             "driver_override": None if override in ("", "(null)") else override,

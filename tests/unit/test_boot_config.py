@@ -24,11 +24,11 @@ def bash_values(files):
     with tempfile.TemporaryDirectory() as directory:
         paths = []
         for index, (_, text) in enumerate(files):
-            path = os.path.join(directory, "f%d" % index)
+            path = os.path.join(directory, f"f{index}")
             with open(path, "w", encoding="utf-8") as handle:
                 handle.write(text)
             paths.append(path)
-        script = "".join('. "$%d"\n' % (i + 1) for i in range(len(paths)))
+        script = "".join(f'. "${i + 1}"\n' for i in range(len(paths)))
         script += 'printf "%s\\n%s\\n" "$GRUB_CMDLINE_LINUX" "$GRUB_CMDLINE_LINUX_DEFAULT"\n'
         out = subprocess.run(["bash", "-c", script, "x"] + paths, capture_output=True, text=True, check=True,
                              env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"}).stdout
@@ -132,23 +132,24 @@ PLANS = st.sampled_from([
     (["intel_iommu=on", "iommu=pt", "vfio-pci.ids=10de:1db4"], ["iommu=off", "intel_iommu=off", "vfio-pci.ids=10de:1b80"]),
     (["amd_iommu=on"], ["vfio-pci.ids", "amd_iommu=off", "iommu=off"]),
 ])
-QUOTES = st.sampled_from(['"%s"', "'%s'"])
+QUOTES = st.sampled_from(['"{}"', "'{}'"])
 
 
 @st.composite
 def layouts(draw):
     """/etc/default/grub with both variables and zero to two drop-ins assigning either, some appending."""
-    grub = "GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT=%s\nGRUB_CMDLINE_LINUX=%s\n" % (
-        draw(QUOTES) % " ".join(draw(ARGS)), draw(QUOTES) % " ".join(draw(ARGS)))
+    default = draw(QUOTES).format(" ".join(draw(ARGS)))
+    linux = draw(QUOTES).format(" ".join(draw(ARGS)))
+    grub = f"GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT={default}\nGRUB_CMDLINE_LINUX={linux}\n"
     files = [(GRUB, grub)]
     for index in range(draw(st.integers(0, 2))):
         variable = draw(st.sampled_from(bc.CMDLINE_VARIABLES))
         words = draw(ARGS)
         if draw(st.booleans()):
-            text = '%s="$%s %s"\n' % (variable, variable, " ".join(words))
+            text = f'{variable}="${variable} {" ".join(words)}"\n'
         else:
-            text = "%s=%s\n" % (variable, draw(QUOTES) % " ".join(words))
-        files.append(("/etc/default/grub.d/%d0-x.cfg" % (index + 1), "# drop-in\n" + text))
+            text = f"{variable}={draw(QUOTES).format(' '.join(words))}\n"
+        files.append((f"/etc/default/grub.d/{index + 1}0-x.cfg", "# drop-in\n" + text))
     return files
 
 

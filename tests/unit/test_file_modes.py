@@ -25,7 +25,7 @@ def test_mode_within_examples(current, ceiling, expected):
 
 @given(st.integers(0, 0o7777), st.integers(0, 0o7777))
 def test_mode_within_never_grants_what_either_withholds(current, ceiling):
-    result = int(fm.mode_within("%04o" % current, "%04o" % ceiling), 8)
+    result = int(fm.mode_within(f"{current:04o}", f"{ceiling:04o}"), 8)
     assert result & ~current == 0 and result & ~ceiling == 0
     assert result == current & ceiling
 

@@ -212,7 +212,7 @@ def test_conditional_assignment_is_refused(tmp_path):
     grub.write_text(grub.read_text() + 'if true; then GRUB_CMDLINE_LINUX="x"; fi\n')
     lineno = len(grub.read_text().splitlines())
     result = run_module(dict(root=str(root), present=["iommu=pt"]))
-    assert result["failed"] is True and "/etc/default/grub line %d (if true" % lineno in result["msg"]
+    assert result["failed"] is True and f"/etc/default/grub line {lineno} (if true" in result["msg"]
     assert "does not model" in result["msg"]
 
 

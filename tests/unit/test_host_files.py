@@ -144,7 +144,7 @@ def test_absent_removes_a_file_and_a_link_but_not_its_target(tmp_path):
         {"path": "/usr/local/sbin/vfio-pci-bind", "state": "absent", "needs": ["initramfs"]}])
     assert [a["action"] for a in actions] == ["remove", "none"]
     assert not os.path.lexists(link) and unit.read_text() == "[Unit]\n"
-    assert actions[0]["diff"] == [{"before_header": str(link), "after_header": "%s (removed)" % link,
+    assert actions[0]["diff"] == [{"before_header": str(link), "after_header": f"{link} (removed)",
                                    "before": "symlink to ../vfio-pci-bind.service\n", "after": ""}]
 
 
@@ -460,7 +460,7 @@ def test_module_names_the_file_it_could_not_write_and_what_it_wrote_before(capsy
     too_long = "/etc/modprobe.d/" + "x" * 300
     result = run_module(capsys, {"root": str(tmp_path), "files": [VFIO[0], {"path": too_long, "content": "x\n"}]})
     assert result["failed"] is True
-    assert result["msg"].startswith("cannot create %s: " % too_long) and "File name too long" in result["msg"]
+    assert result["msg"].startswith(f"cannot create {too_long}: ") and "File name too long" in result["msg"]
     assert result["msg"].endswith("changed before it: /etc/modprobe.d/vfio.conf. Fix the cause and run again.")
     assert (tmp_path / "etc/modprobe.d/vfio.conf").read_text() == VFIO[0]["content"]
     assert os.listdir(tmp_path / "etc/modprobe.d") == ["vfio.conf"]          # no temporary file left

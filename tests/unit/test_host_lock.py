@@ -97,7 +97,7 @@ def test_a_run_is_alive_while_its_process_runs_on_this_control_host():
     assert hl.owner_alive(dict(here, start_time=here["start_time"] - 1), here) is False   # the pid reused
     assert hl.owner_alive(dict(here, boot_id="an-earlier-boot"), here) is False          # this host rebooted since
     assert hl.owner_alive(dict(here, machine_id="another-control-host"), here) is None    # cannot be seen from here
-    assert "run %s of " % here["run"] in hl.describe(dict(here, since="2026-11-24T06:00:00Z"))
+    assert f"run {here['run']} of " in hl.describe(dict(here, since="2026-11-24T06:00:00Z"))
 
 
 def _parent_of_worker(queue):

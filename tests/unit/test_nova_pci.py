@@ -244,7 +244,7 @@ def test_check_continuation_and_keyless_lines_skipped():
 
 @pytest.mark.parametrize("value, expected", [("True", True), ("false", False)])
 def test_check_reads_report_in_placement_from_our_block(value, expected):
-    files = {"nova.conf": "%s\n[pci]\nreport_in_placement = %s\n%s\n" % (BEGIN, value, END)}
+    files = {"nova.conf": f"{BEGIN}\n[pci]\nreport_in_placement = {value}\n{END}\n"}
     assert check(files)["report_in_placement"] is expected
 
 

@@ -45,14 +45,14 @@ def test_bad_hosts_or_fleet_are_refused(hosts, fleet):
 
 
 def test_waves_example():
-    hosts = ["h%d" % i for i in range(1, 7)]
+    hosts = [f"h{i}" for i in range(1, 7)]
     assert waves.reboot_waves(hosts, 2, 6) == dict(size=2, serial=[1, 2],
                                                    waves=[["h1"], ["h2", "h3"], ["h4", "h5"], ["h6"]])
     assert waves.reboot_waves([], "50%", 6) == dict(size=3, serial=[1, 3], waves=[])
 
 
 @given(st.lists(st.uuids().map(str), unique=True, max_size=40),
-       st.one_of(st.integers(1, 50), st.integers(1, 100).map(lambda p: "%d%%" % p)), st.integers(1, 200))
+       st.one_of(st.integers(1, 50), st.integers(1, 100).map(lambda p: f"{p}%")), st.integers(1, 200))
 def test_waves_properties(hosts, batch, fleet):
     out = waves.reboot_waves(hosts, batch, fleet)
     # Every host exactly once, in order; the canary wave is one host; no wave is larger than the size.

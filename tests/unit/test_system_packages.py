@@ -261,7 +261,7 @@ def test_every_program_run_is_installed_by_the_setup_or_in_the_base_system():
                    if program not in listed and program not in BASE and program not in VENV}
     assert not unaccounted, (
         "programs run by these files come from no package in requirements/debian-packages.txt, the Debian base "
-        "system or the virtualenv; add their Debian package to the list: %s" % unaccounted)
+        f"system or the virtualenv; add their Debian package to the list: {unaccounted}")
 
 
 def test_the_base_programs_come_from_required_or_important_packages():
@@ -285,8 +285,8 @@ def test_the_list_names_what_each_package_is_for():
     assert {"qemu-utils", "qemu-system-x86", "shellcheck", "rabbitmq-server", "chromium",
             "prometheus-node-exporter", "pci.ids"} <= {package for package, *_ in entries}
     for package, programs, files, comment in entries:
-        assert programs or files, "%s: say which programs (programs: ...) or files (files: ...) it gives" % package
-        assert re.search(r"tests?\b|tests/|scripts/", comment), "%s: say which test needs it" % package
+        assert programs or files, f"{package}: say which programs (programs: ...) or files (files: ...) it gives"
+        assert re.search(r"tests?\b|tests/|scripts/", comment), f"{package}: say which test needs it"
 
 
 def test_setup_system_installed_every_listed_program_and_file():

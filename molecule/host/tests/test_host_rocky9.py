@@ -17,7 +17,7 @@ INSTALLED = ("crashkernel=1G-4G:192M,4G-64G:256M,64G-:512M resume=/dev/mapper/rl
 def test_grub_cmdline_linux_has_the_plan(host):
     grub = sandbox.read(host, "etc/default/grub")
     lines = [entry for entry in grub.splitlines() if entry.startswith("GRUB_CMDLINE_LINUX=")]
-    assert len(lines) == 1 and lines[0].startswith('GRUB_CMDLINE_LINUX="%s ' % INSTALLED)
+    assert len(lines) == 1 and lines[0].startswith(f'GRUB_CMDLINE_LINUX="{INSTALLED} ')
     assert "iommu=pt" in lines[0] and "vfio-pci.ids=10de:20f1" in lines[0]
     assert "GRUB_CMDLINE_LINUX_DEFAULT" not in grub and "GRUB_ENABLE_BLSCFG=true" in grub
 

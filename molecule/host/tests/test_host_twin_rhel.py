@@ -9,7 +9,7 @@ import sandbox  # noqa: E402  pylint: disable=wrong-import-position
 
 testinfra_hosts = ["console-twin", "rhel-a100"]
 
-PASSED = ["0000:0b:00.%d" % fn for fn in range(4)]
+PASSED = [f"0000:0b:00.{fn}" for fn in range(4)]
 KEPT = {"0000:0a:00.0": "nvidia", "0000:0a:00.1": "snd_hda_intel", "0000:0a:00.2": "xhci_hcd", "0000:0a:00.3": "nvidia-gpu"}
 
 
@@ -34,7 +34,7 @@ def test_per_address_binding_files(host):
         assert not sandbox.exists(host, "usr/local/sbin/vfio-pci-bind")
         return
     script = sandbox.read(host, "usr/local/sbin/vfio-pci-bind")
-    assert "for dev in %s; do" % " ".join(PASSED) in script
+    assert f"for dev in {' '.join(PASSED)}; do" in script
     assert host.file(str(sandbox.root(host) / "usr/local/sbin/vfio-pci-bind")).mode == 0o755
     conf = sandbox.content_lines(sandbox.read(host, "etc/modprobe.d/vfio.conf"))
     assert not any(line.startswith("options vfio-pci ids=") for line in conf)

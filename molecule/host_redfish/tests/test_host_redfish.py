@@ -15,7 +15,7 @@ testinfra_hosts = ["seed-v100"]
 
 def redfish(host, path):
     port = (sandbox.state(host) / "bmc-port").read_text().strip()
-    request = urllib.request.Request("https://127.0.0.1:%s%s" % (port, path))
+    request = urllib.request.Request(f"https://127.0.0.1:{port}{path}")
     token = base64.b64encode(b"ogc-admin:molecule-not-a-secret").decode()
     request.add_header("Authorization", "Basic " + token)
     context = ssl.create_default_context()

@@ -251,8 +251,8 @@ def test_access_allow_list_disables_dropped_users(testcloud, conn, tmp_path):
     assert res["again"]["changed"] is False
     assert res["drop check"]["changed"] is True and res["drop check"]["disabled"] == ["user it-bob"]
     assert res["drop"]["created"] == ["user it-dave"] and res["drop"]["disabled"] == ["user it-bob"]
-    assert res["broken"]["msg"] == ("the allow-list file %s must hold a JSON list of logins (strings), e.g. "
-                                    "[\"alice\", \"bob\"]; nothing was written" % broken)
+    assert res["broken"]["msg"] == (f"the allow-list file {broken} must hold a JSON list of logins (strings), e.g. "
+                                    "[\"alice\", \"bob\"]; nothing was written")
     assert res["bad role"]["msg"] == "role 'no-such-role' does not exist (user_role); nothing was written"
 
     users = {u.name: u for u in conn.identity.users(domain_id="default") if u.name.startswith("it-")}
@@ -290,7 +290,7 @@ def http_dir(tmp_path):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(www)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield "http://127.0.0.1:%d" % server.server_address[1], www, handler
+    yield f"http://127.0.0.1:{server.server_address[1]}", www, handler
     server.shutdown()
     server.server_close()
 
@@ -329,9 +329,9 @@ def test_images_upload_update_replace_and_retire(testcloud, conn, tmp_path, http
     assert handler.requests == 1  # the unchanged URL image was not downloaded again
     assert res["property"]["updated"] == ["it-ubuntu"]
     assert res["replace check"]["replaced"] == ["it-ubuntu"]
-    assert res["mismatch"]["msg"] == ("image it-ubuntu: checksum mismatch for %s: the data has sha256 %s, the declared "
-                                      "checksum is %s; nothing was uploaded"
-                                      % (v2, hashlib.sha256(v2.read_bytes()).hexdigest(), sha1))
+    assert res["mismatch"]["msg"] == (f"image it-ubuntu: checksum mismatch for {v2}: the data has sha256 "
+                                      f"{hashlib.sha256(v2.read_bytes()).hexdigest()}, the declared checksum is "
+                                      f"{sha1}; nothing was uploaded")
     found = visible_images(conn)
     assert sorted(found) == ["it-remote", "it-ubuntu"]
     first_id = found["it-ubuntu"].id

@@ -38,7 +38,7 @@ def observe(path, devices, flavors):
     for name in flavors:
         try:
             reqs = pci_request.get_pci_requests_from_flavor(
-                {"extra_specs": {"pci_passthrough:alias": "%s:1" % name}})
+                {"extra_specs": {"pci_passthrough:alias": f"{name}:1"}})
             out["requests"][name] = [{"count": r.count, "alias_name": r.alias_name, "spec": r.spec}
                                      for r in reqs.requests]
         except exception.NovaException as err:

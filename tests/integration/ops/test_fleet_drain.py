@@ -112,7 +112,7 @@ def test_shelve_mode_shelves_and_the_exempt_one_blocks(compute_cloud, empty_host
     assert [(s["name"], s["reason"]) for s in check["exempt"]] == [("drain-keep", "metadata ogc:exempt=true")]
     # The real run shelves the job, the exempt one keeps the host busy until the timeout.
     assert drain["failed"] is True
-    assert "ogc-gpu-1: still running on it after 20 s: drain-keep (%s, ACTIVE)" % keep.id in drain["msg"]
+    assert f"ogc-gpu-1: still running on it after 20 s: drain-keep ({keep.id}, ACTIVE)" in drain["msg"]
     assert "is exempt from shelving by metadata" in drain["msg"]
     assert "Already done in this run: updated drain-job (shelved), disabled ogc-gpu-1" in drain["msg"]
     assert admin.compute.get_server(job.id).status in ("SHELVED", "SHELVED_OFFLOADED")

@@ -56,7 +56,7 @@ def expand(dib_python, *elements):
             "try:\n"
             "    found = ed.get_elements(sys.argv[2:], paths=sys.argv[1] + ':' + dib)\n"
             "except Exception as exc:\n"
-            "    print(json.dumps({'error': '%s: %s' % (type(exc).__name__, exc)})); sys.exit(0)\n"
+            "    print(json.dumps({'error': f'{type(exc).__name__}: {exc}'})); sys.exit(0)\n"
             "print(json.dumps({'elements': dict(found)}))\n")
     proc = subprocess.run([dib_python, "-c", code, ELEMENTS, *elements], capture_output=True, text=True, check=True,
                           timeout=120)

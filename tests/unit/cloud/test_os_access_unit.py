@@ -41,8 +41,8 @@ def test_validate_logins():
                       "39 characters)",
                       "allow-list entry 3 'a--b' is not a valid login (letters, digits and single hyphens, at most "
                       "39 characters)",
-                      "allow-list entry 4 '%s' is not a valid login (letters, digits and single hyphens, at most "
-                      "39 characters)" % ("x" * 40)]
+                      f"allow-list entry 4 '{'x' * 40}' is not a valid login (letters, digits and single hyphens, at "
+                      "most 39 characters)"]
 
 
 def test_plan_creates_enables_disables_and_never_touches_unmanaged():
@@ -122,8 +122,8 @@ def test_bad_allow_list_file_fails_before_connecting(os_access, conn, run_module
     del args["allow_list"]
     result = run_module(os_access, args)
     assert result["failed"] is True
-    assert result["msg"] == ("the allow-list file %s must hold a JSON list of logins (strings), e.g. [\"alice\", "
-                             "\"bob\"]; nothing was written" % path)
+    assert result["msg"] == (f"the allow-list file {path} must hold a JSON list of logins (strings), e.g. [\"alice\", "
+                             "\"bob\"]; nothing was written")
     conn.connect_mock.assert_not_called()
 
 

@@ -295,7 +295,7 @@ def test_private_flavor_access_calls(os_flavors, conn, run_module):
 # --------------------------------------------------------------------------- the listing (raw JSON via the proxy)
 
 def test_listing_follows_pages_and_maps_nova_fields(conn):
-    first = [nova_json(flavor("f%d" % i)) for i in range(3)]
+    first = [nova_json(flavor(f"f{i}")) for i in range(3)]
     second = [nova_json(flavor("last", swap=512, ephemeral=10, is_public=False, description="d"))]
     conn.compute.get_endpoint_data.return_value = SimpleNamespace(min_microversion="2.1", max_microversion="2.96")
     conn.compute.get.side_effect = [

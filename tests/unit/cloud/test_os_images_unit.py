@@ -53,7 +53,7 @@ def test_validate_reports_every_problem(tmp_path):
     ])
     assert errors == [
         "images[0] (a): give exactly one of file and url",
-        "images[1] (b): file %s does not exist" % (tmp_path / "missing.qcow2"),
+        f"images[1] (b): file {tmp_path / 'missing.qcow2'} does not exist",
         "images[2] (c): a url image needs a checksum (sha256:HEX), so that re-runs need not download it",
         "images[2] (c): url 'ftp://x/y' must be http:// or https://",
         "images[3] (c): name declared twice",
@@ -138,15 +138,15 @@ def test_check_mode_writes_nothing(os_images, conn, run_module, image_file):
 def test_checksum_mismatch_fails_before_connecting(os_images, conn, run_module, image_file):
     result = run_module(os_images, args_for(image_file, checksum="sha256:" + "1" * 64))
     assert result["failed"] is True
-    assert result["msg"] == ("image ubuntu: checksum mismatch for %s: the data has sha256 %s, the declared checksum "
-                             "is %s; nothing was uploaded" % (image_file, SHA, "1" * 64))
+    assert result["msg"] == (f"image ubuntu: checksum mismatch for {image_file}: the data has sha256 {SHA}, the "
+                             f"declared checksum is {'1' * 64}; nothing was uploaded")
     conn.connect_mock.assert_not_called()
 
 
 def test_missing_file_fails_before_connecting(os_images, conn, run_module, tmp_path):
     result = run_module(os_images, args_for(str(tmp_path / "nope.raw")))
-    assert result["msg"] == ("invalid image declaration, nothing was written: images[0] (ubuntu): file %s does not "
-                             "exist" % (tmp_path / "nope.raw"))
+    assert result["msg"] == ("invalid image declaration, nothing was written: images[0] (ubuntu): file "
+                             f"{tmp_path / 'nope.raw'} does not exist")
     conn.connect_mock.assert_not_called()
 
 
@@ -180,8 +180,8 @@ def test_url_data_not_matching_the_checksum_is_not_uploaded(os_images, conn, run
 
     with mock.patch.object(cloud_images, "open_url", return_value=io.BytesIO(DATA)):
         result = run_module(os_images, args)
-    assert result["msg"] == ("image ubuntu: checksum mismatch for http://127.0.0.1:9/disk.raw: the data has sha256 %s, "
-                             "the declared checksum is %s; nothing was uploaded" % (SHA, "2" * 64))
+    assert result["msg"] == ("image ubuntu: checksum mismatch for http://127.0.0.1:9/disk.raw: the data has sha256 "
+                             f"{SHA}, the declared checksum is {'2' * 64}; nothing was uploaded")
     conn.image.create_image.assert_not_called()
 
 

@@ -106,9 +106,9 @@ def test_project_name_in_two_domains_needs_an_id(os_quotas, cloud, run_module):
 
 
 def test_several_projects_are_read_concurrently_and_written_in_order(os_quotas, cloud, run_module):
-    cloud.identity.projects.return_value = [SimpleNamespace(id="p%d-id" % i, name="p%d" % i) for i in range(5)]
+    cloud.identity.projects.return_value = [SimpleNamespace(id=f"p{i}-id", name=f"p{i}") for i in range(5)]
     cloud.compute.get_quota_set.side_effect = lambda pid: quota(instances=int(pid[1]))
-    projects = [dict(project="p%d" % i, instances=3) for i in range(5)]
+    projects = [dict(project=f"p{i}", instances=3) for i in range(5)]
     result = run_module(os_quotas, dict(cloud="ogc-test", projects=projects))
     assert result["unchanged"] == ["project p3"]
     assert result["updated"] == ["project p0", "project p1", "project p2", "project p4"]

@@ -22,7 +22,7 @@ def quota_targets(draw):
     if draw(st.booleans()):
         targets.append(("class default", None, draw(quota_values.filter(bool)), draw(quota_values)))
     for index in range(draw(st.integers(0, 3))):
-        targets.append(("project p%d" % index, "p%d-id" % index, draw(quota_values.filter(bool)), draw(quota_values)))
+        targets.append((f"project p{index}", f"p{index}-id", draw(quota_values.filter(bool)), draw(quota_values)))
     return targets
 
 

@@ -23,7 +23,7 @@ class Widgets:
     def prepare(params):
         bad = sorted(name for name, size in params["widgets"].items() if not isinstance(size, int) or size < 1)
         if bad:
-            return None, dict(msg="widgets %s need a positive size; nothing was written" % ", ".join(bad),
+            return None, dict(msg=f"widgets {', '.join(bad)} need a positive size; nothing was written",
                               errors=bad)
         return dict(params["widgets"]), None
 
@@ -46,13 +46,13 @@ class Widgets:
         problem = None
         if "forbidden" in declared:
             problem = dict(msg="widget forbidden may not be declared; nothing was written", errors=["forbidden"])
-        return Plan(actions, before, after, problem=problem, warnings=["%s is big" % n for n in sorted(declared)
+        return Plan(actions, before, after, problem=problem, warnings=[f"{n} is big" for n in sorted(declared)
                                                                         if declared[n] > 100])
 
     @staticmethod
     def apply(cm, params, _have, action, applied):
         verb = "create" if action.done == "created" else "update"
-        cm.call("%s widget" % verb, action.item, getattr(cm.conn.widgets, verb), action.item, action.data)
+        cm.call(f"{verb} widget", action.item, getattr(cm.conn.widgets, verb), action.item, action.data)
         applied[action.item] = action.data
         if params["done_as"] == action.item:
             return Action("unchanged", action.item)

@@ -118,7 +118,7 @@ def test_filter_names():
 
 def _devices(hypervisor, addresses):
     """os_pci_inventory's devices as placement names them: "<hypervisor>_<ADDRESS>", hex digits upper-cased."""
-    return [{"name": "%s_%s" % (hypervisor, a.upper()), "host": hypervisor, "resource_class": "CUSTOM_PCI_10DE_1DB4",
+    return [{"name": f"{hypervisor}_{a.upper()}", "host": hypervisor, "resource_class": "CUSTOM_PCI_10DE_1DB4",
              "total": 1, "used": 0} for a in addresses]
 
 
@@ -169,7 +169,7 @@ def planned_of(plan):
     return [s["address"] for s in plan["selected"]]
 
 
-ADDRESSES = ["0000:%02x:00.0" % n for n in range(1, 12)]
+ADDRESSES = [f"0000:{n:02x}:00.0" for n in range(1, 12)]
 
 
 @given(planned=st.sets(st.sampled_from(ADDRESSES), min_size=1), offered=st.sets(st.sampled_from(ADDRESSES), min_size=1))
