@@ -2,10 +2,18 @@
 
 One first run of the whole pipeline (sandbox GPU hosts, plans, host configuration with simulated reboots,
 Nova overrides, kolla-ansible genconfig, the test cloud declared), in a temporary demo directory (the
-checkout's .demo is not touched). Then:
-- a second run must report changed=0 on every host, and `--check --diff` must report no change and print
-  no diff;
-- the summary's GPU figures must be those of the plan files;
+checkout's .demo is not touched). The first and the second run go through ansible-runner's Python interface
+as AWX (or Automation Platform) runs a job template (tests/helpers/runner_site.py): a private data directory
+with the project, the inventory and the extra variables, the project's own ansible.cfg found in the project
+directory (no ANSIBLE_CONFIG), ansible-runner's awx_display stdout callback writing every event. So this proves
+that site.yml runs under AWX's engine, and that what an AWX job reports (the events' stats per host, the
+summary's message, where the report went) is right. Then:
+- every GPU host and localhost finish the first run with failed=0 in the runner's stats, the recap AWX's job
+  output shows agreeing with them;
+- a second run must report changed=0 on every host in the runner's stats (no event of a changed task), and
+  `--check --diff` (plain ansible-playbook) must report no change and print no diff;
+- the summary (the event of the summary play's task) and the report's paths (the event of the report play's last
+  task) are those of the demo, and the summary's GPU figures are those of the plan files;
 - every run writes only inside the demo directory (the rest of the file system is read-only to it), the
   README's day-2 steps on the demo (playbooks/health.yml, playbooks/report.yml) included, each simulated
   host's metrics in its own sandbox root;
@@ -24,6 +32,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import time
 
 import pytest
@@ -76,23 +85,47 @@ class Demo:
         self.cloud = TestCloudHandle(self.dir / "cloud")
         self.timings = {}
 
-    def site(self, name, *args, playbook="site.yml"):
+    def _confined(self, name, argv, env=None):
+        """argv run from the checkout where only the demo's directories are writable; (rc, stdout + stderr)."""
         scratch = self.dir.parent / "tmp"
         scratch.mkdir(exist_ok=True)
-        env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-                   ANSIBLE_FORCE_COLOR="0", OGC_TESTCLOUD_LIFETIME="2400", TMPDIR=str(scratch),
-                   ANSIBLE_LOCAL_TEMP=str(scratch / "ansible-local"), ANSIBLE_REMOTE_TMP=str(scratch / "ansible-remote"))
+        env = dict(os.environ if env is None else env, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+                   OGC_TESTCLOUD_LIFETIME="2400", TMPDIR=str(scratch), ANSIBLE_LOCAL_TEMP=str(scratch / "ansible-local"),
+                   ANSIBLE_REMOTE_TMP=str(scratch / "ansible-remote"))
         env.pop("OS_CLOUD", None)
         cache = os.path.join(ROOT, ".cache")
         os.makedirs(cache, exist_ok=True)
         writable = [str(self.dir.parent), cache, *sorted({os.path.realpath(os.path.join(cache, name))
                                                           for name in os.listdir(cache)} - {cache})]
         started = time.time()
-        proc = subprocess.run(read_only_but(writable, [
-            ANSIBLE_PLAYBOOK, playbook, "-i", "inventory/demo", "-e", "@" + str(self.extra), *args]),
-                              capture_output=True, text=True, env=env, cwd=ROOT, timeout=1800, check=False)
+        proc = subprocess.run(read_only_but(writable, argv), capture_output=True, text=True, env=env, cwd=ROOT,
+                              timeout=1800, check=False)
         self.timings[name] = round(time.time() - started, 1)
         return proc.returncode, proc.stdout + proc.stderr
+
+    def site(self, name, *args, playbook="site.yml"):
+        """A playbook run by ansible-playbook; (rc, output)."""
+        env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
+        return self._confined(name, [ANSIBLE_PLAYBOOK, playbook, "-i", "inventory/demo", "-e", "@" + str(self.extra),
+                                     *args], env)
+
+    def site_through_runner(self, name):
+        """site.yml run by ansible-runner as AWX runs it (tests/helpers/runner_site.py), in a private data
+        directory of its own beside the demo directory; the helper's result (rc, status, stdout, hosts,
+        changed_tasks, failed_tasks, summary, report)."""
+        private = self.dir.parent / "awx" / name
+        private.mkdir(parents=True)
+        result = private / "result.json"
+        # As in an execution environment: ansible-playbook is the first on PATH, and ansible.cfg is the one in
+        # the project directory where ansible-runner starts the job (no ANSIBLE_CONFIG).
+        env = dict(os.environ, PATH=os.path.dirname(ANSIBLE_PLAYBOOK) + os.pathsep + os.environ.get("PATH", ""))
+        env.pop("ANSIBLE_CONFIG", None)
+        rc, out = self._confined(name, [
+            sys.executable, os.path.join(ROOT, "tests", "helpers", "runner_site.py"), "--private-data-dir",
+            str(private), "--ident", name, "--inventory", "inventory/demo", "--extravars", str(self.extra),
+            "--result", str(result)], env)
+        assert rc == 0 and result.is_file(), f"tests/helpers/runner_site.py failed ({rc}):\n{out[-6000:]}"
+        return json.loads(result.read_text())
 
     def plans(self):
         plans = {}
@@ -105,10 +138,10 @@ class Demo:
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     demo = Demo(tmp_path_factory.mktemp("site"))
-    rc, out = demo.site("first")
-    demo.first = out
     try:
-        assert rc == 0, out[-6000:]
+        demo.first_run = demo.site_through_runner("first")
+        demo.first = demo.first_run["stdout"]
+        assert demo.first_run["rc"] == 0 and demo.first_run["status"] == "successful", demo.first[-6000:]
         yield demo
     finally:
         subprocess.run([os.path.join(ROOT, "scripts", "testcloud.sh"), "stop", "--dir", demo.cloud.dir],
@@ -116,20 +149,53 @@ def demo(tmp_path_factory):
         print(f"\nsite.yml timings (s): {demo.timings}; test cloud: {demo.cloud.timings}")
 
 
+def recap_of(run):
+    """(the runner's stats per host as the recap prints them, the recap its stdout ends with). The run's own recap is
+    the last: kolla-ansible's steps copy their output, recap included, to the job's terminal when there is one
+    (kolla_deploy_stream_to_tty)."""
+    counts = {host: {key: result[key] for key in ("ok", "changed", "unreachable", "failed")}
+              for host, result in run["hosts"].items()}
+    return counts, recap(run["stdout"].rsplit("PLAY RECAP", 1)[-1])
+
+
 def test_first_run_configures_every_host(demo):
-    first = recap(demo.first)
+    first = demo.first_run["hosts"]
     assert set(first) == {*GPU_HOSTS, "localhost"}, first
     assert all(r["failed"] == 0 and r["unreachable"] == 0 for r in first.values()), first
+    assert demo.first_run["failed_tasks"] == [], demo.first_run["failed_tasks"]
     assert all(first[h]["changed"] > 0 for h in GPU_HOSTS), first
+    assert set(demo.first_run["changed_tasks"]) >= set(GPU_HOSTS), demo.first_run["changed_tasks"]
+    # AWX's job output (the stdout text) tells the same as the events.
+    from_events, printed = recap_of(demo.first_run)
+    assert printed == from_events, demo.first[-3000:]
 
 
 def test_second_run_changes_nothing(demo):
-    rc, out = demo.site("second")
-    assert rc == 0, out[-6000:]
-    second = recap(out)
-    assert set(second) == {*GPU_HOSTS, "localhost"}, second
-    assert {h: r["changed"] for h, r in second.items()} == {h: 0 for h in second}, out[-6000:]
+    second = demo.site_through_runner("second")
+    out = second["stdout"]
+    assert second["rc"] == 0 and second["status"] == "successful", out[-6000:]
+    assert set(second["hosts"]) == {*GPU_HOSTS, "localhost"}, second["hosts"]
+    assert {h: r["changed"] for h, r in second["hosts"].items()} == {h: 0 for h in second["hosts"]}, out[-6000:]
+    assert all(r["failed"] == 0 and r["unreachable"] == 0 for r in second["hosts"].values()), second["hosts"]
+    assert second["changed_tasks"] == {} and second["failed_tasks"] == [], (second["changed_tasks"],
+                                                                            second["failed_tasks"])
+    from_events, printed = recap_of(second)
+    assert printed == from_events, out[-3000:]
     assert "WHAT CHANGED: nothing changed on any host." in out, out[-3000:]
+    assert second["report"].startswith(report_where(demo)), second["report"]
+
+
+def report_where(demo):
+    """How the report's message (playbooks/report.yml, "Say where the report is") starts for the demo."""
+    return f"Fleet report: {demo.dir}/report/fleet.html (HTML) and {demo.dir}/report/fleet.md (Markdown): "
+
+
+def test_the_events_carry_the_summary_and_the_report(demo):
+    summary, report = demo.first_run["summary"], demo.first_run["report"]
+    assert summary and summary.startswith(f"GPU hosts: {len(GPU_HOSTS)} ({', '.join(sorted(GPU_HOSTS))})"), summary
+    assert report and report.startswith(report_where(demo)), report
+    assert f"{len(GPU_HOSTS)} host(s)" in report, report
+    assert (demo.dir / "report" / "fleet.html").is_file() and (demo.dir / "report" / "fleet.md").is_file()
 
 
 def test_check_diff_reports_no_change(demo):
@@ -143,7 +209,7 @@ def test_check_diff_reports_no_change(demo):
 
 
 def test_summary_figures_are_the_plans(demo):
-    summary = demo.first.split("TASK [Print the summary]", 1)[1]
+    summary = demo.first_run["summary"]  # the summary task's message, from its event
     plans = demo.plans()
     assert f"GPU hosts: {len(GPU_HOSTS)} ({', '.join(sorted(GPU_HOSTS))})" in summary
     offered = {}

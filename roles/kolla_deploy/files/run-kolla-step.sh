@@ -6,6 +6,13 @@
 set -uo pipefail
 log=$1 tty=$2 timeout_s=$3
 shift 3
+# kolla-ansible is an Ansible run of its own, with its own ansible.cfg (the task sets ANSIBLE_CONFIG). What a job
+# runner set for the run that called this must not reach it: ansible-runner (AWX, Automation Platform) points the
+# stdout callback at its event writer (kolla's events would join the job's) and the fact cache at the job's
+# artifacts, where this run's modules left partial facts (kolla-ansible skips gathering facts for a host whose
+# cached facts are not empty, and then misses ansible_facts.nodename).
+unset ANSIBLE_STDOUT_CALLBACK ORIGINAL_STDOUT_CALLBACK ANSIBLE_CALLBACK_PLUGINS ANSIBLE_LOAD_CALLBACK_PLUGINS \
+  ANSIBLE_CACHE_PLUGIN ANSIBLE_CACHE_PLUGIN_CONNECTION AWX_ISOLATED_DATA_DIR RUNNER_OMIT_EVENTS RUNNER_ONLY_FAILED_EVENTS
 mkdir -p "$(dirname "$log")"
 out=/dev/null
 if [ "$tty" = true ] && { : >/dev/tty; } 2>/dev/null; then
