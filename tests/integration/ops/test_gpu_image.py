@@ -171,12 +171,22 @@ def test_the_network_ssh_and_the_root_disk(booted):
 
 
 def test_only_the_driver_without_a_gpu_fails_at_boot(booted):
-    """Debian's driver loads nvidia-drm at boot (systemd-modules-load); with no GPU that is the one failed unit."""
+    """Debian's driver loads nvidia-drm at boot (systemd-modules-load); with no GPU that is the one failed unit.
+
+    It fails one of two ways: the driver's probe finds no device ("No such device"), or, on an emulated CPU
+    starved by other work, loading the 60 MB module outlasts systemd's 90 s start timeout and the unit is stopped
+    first. The driver's own answer is then the one the report's modprobe got (test_the_nvidia_module_is_built_for_
+    the_running_kernel). Any other failure fails the test."""
     failed = [line.split()[0] for line in fact(booted, "failed-units")["output"].splitlines() if line.strip()]
     assert failed in ([], ["systemd-modules-load.service"]), fact(booted, "failed-units")
     if failed:
         journal = fact(booted, "modules-load-journal")["output"]
-        assert "could not insert 'nvidia_current': No such device" in journal, journal
+        no_device = "could not insert 'nvidia_current': No such device" in journal
+        timed_out = "systemd-modules-load.service: start operation timed out" in journal
+        assert no_device or timed_out, journal
+        if timed_out:
+            load = fact(booted, "modprobe-nvidia")
+            assert load["rc"] != 0 and "could not insert 'nvidia_current': No such device" in load["output"], load
 
 
 # ---- helpers reading the declaration ----
