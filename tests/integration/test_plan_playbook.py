@@ -14,11 +14,13 @@ from ogc_testlib import PCI_IDS, ROOT, recap
 
 pytestmark = pytest.mark.integration
 HOSTS = {"seed": "seed-v100", "intel": "intel-pre-iommu", "twin": "console-twin"}
+# The plan files' test also plans a GPU that shares its group with its own functions only.
+PLAN_HOSTS = {**HOSTS, "shared": "shared-group"}
 
 
-def write_inventory(tmp_path, fixture_host, extra_host_vars=None):
+def write_inventory(tmp_path, fixture_host, extra_host_vars=None, fixtures=None):
     hosts = {}
-    for host, fixture in HOSTS.items():
+    for host, fixture in (fixtures or HOSTS).items():
         root = fixture_host(fixture)
         hosts[host] = {"passthrough_sysfs_root": f"{root}/sys", "passthrough_procfs_root": f"{root}/proc"}
         hosts[host].update((extra_host_vars or {}).get(host, {}))
@@ -38,7 +40,7 @@ def run_playbook(inventory, *args, playbook="plan.yml"):
 
 
 def test_plan_files_and_report(tmp_path, fixture_host):
-    inventory = write_inventory(tmp_path, fixture_host)
+    inventory = write_inventory(tmp_path, fixture_host, fixtures=PLAN_HOSTS)
     plans = tmp_path / "plans"
     rc, out = run_playbook(inventory, "-e", f"passthrough_plan_dir={plans}")
     assert rc == 0, out
@@ -48,6 +50,12 @@ def test_plan_files_and_report(tmp_path, fixture_host):
     assert seed["facts"]["iommu_groups"]["19"][-2:] == ["0000:27:00.0", "0000:28:00.0"]
     assert json.loads((plans / "intel.json").read_text())["plan"]["selected"] == []
     assert json.loads((plans / "twin.json").read_text())["plan"]["bind_by_address"][0] == "0000:0b:00.0"
+    # A GPU sharing its group with its own functions only: offered, its group bound by address.
+    shared = json.loads((plans / "shared.json").read_text())["plan"]
+    assert [s["address"] for s in shared["selected"]] == ["0000:01:00.0"] and shared["vfio_ids"] == []
+    assert shared["bind_by_address"] == ["0000:01:00.0", "0000:01:00.1"]
+    # Plan files are written 0644: readable, not world-writable.
+    assert {oct(path.stat().st_mode & 0o777) for path in plans.glob("*.json")} == {"0o644"}
     # The readable table is printed for each host.
     assert "0000:27:00.0  Tesla V100 PCIe 16GB    19     nouveau  nova     alias tesla-v100 (type-PCI)" in out
     # Model names come from the host's PCI ID database (Debian's pci.ids), as lspci shows them.
@@ -56,7 +64,7 @@ def test_plan_files_and_report(tmp_path, fixture_host):
     # A second run changes nothing.
     rc, out = run_playbook(inventory, "-e", f"passthrough_plan_dir={plans}")
     assert rc == 0, out
-    assert {host: r["changed"] for host, r in recap(out).items()} == {host: 0 for host in HOSTS}, out
+    assert {host: r["changed"] for host, r in recap(out).items()} == {host: 0 for host in PLAN_HOSTS}, out
 
 
 def test_check_mode_writes_nothing_and_the_run_loads_its_own_plan(tmp_path, fixture_host):
