@@ -800,21 +800,48 @@ def plan_load(text, plan_dir, host, policy):
     if text is None:
         raise AnsibleFilterError(f"passthrough_plan_load: host {host}: no plan file {path}: the plan phase has not "
                                  f"run for it with this passthrough_plan_dir; {fix}")
+    content = _checked_plan_file(text, path, host)
+    if content.get("policy_fingerprint") != policy_fingerprint(policy):
+        raise AnsibleFilterError(f"passthrough_plan_load: host {host}: plan file {path} is stale: it was made with "
+                                 f"another passthrough_policy than the host's current one (fingerprint "
+                                 f"{content.get('policy_fingerprint')}, now {policy_fingerprint(policy)}); {fix}")
+    return {"facts": content["facts"], "plan": content["plan"]}
+
+
+def _checked_plan_file(text, path, host):
+    """A plan file's content when it is a plan of this format for this host, else AnsibleFilterError."""
+    fix = f"run: {plan_fix(host)}"
     content = _read_plan_file(text, path, host)
-    stale = f"passthrough_plan_load: host {host}: plan file {path} is stale"
     if content.get("format") != PLAN_FORMAT:
-        raise AnsibleFilterError(f"{stale}: it has plan format {content.get('format')!r}, this version reads "
-                                 f"format {PLAN_FORMAT}; {fix}")
+        raise AnsibleFilterError(f"passthrough_plan_load: host {host}: plan file {path} is stale: it has plan format "
+                                 f"{content.get('format')!r}, this version reads format {PLAN_FORMAT}; {fix}")
     if content["plan"].get("host") not in (None, host):
         raise AnsibleFilterError(f"passthrough_plan_load: host {host}: plan file {path} is the plan of host "
                                  f"{content['plan'].get('host')}, not of {host}; {fix}")
-    if content.get("policy_fingerprint") != policy_fingerprint(policy):
-        raise AnsibleFilterError(f"{stale}: it was made with another passthrough_policy than the host's current "
-                                 f"one (fingerprint {content.get('policy_fingerprint')}, now "
-                                 f"{policy_fingerprint(policy)}); {fix}")
     if not isinstance(content.get("facts"), dict):
         raise AnsibleFilterError(f"passthrough_plan_file: plan file {path} of host {host} has no 'facts' object: "
                                  f"write it again with: {plan_fix(host)}")
+    return content
+
+
+def fleet_plan_load(text, path):
+    """A plan file of a GPU host that this inventory does not hold: the plan of another AWX job slice's host (the
+    plan directory is the fleet's, shared by every slice), or of a host that left the fleet. Returns
+    ``{"facts": ..., "plan": ...}`` like ``passthrough_plan_load``, checked the same way except against the
+    host's policy, which only the inventory holding the host knows (its own runs refuse the plan when stale).
+
+    :param text: the file's text.
+    :param path: the file, ``<passthrough_plan_dir>/<host>.json``; its name names the host.
+    :raises AnsibleFilterError: a file name that is no host name, a corrupt or foreign file, another plan format.
+    """
+    if not isinstance(path, str) or not path.endswith(".json"):
+        raise AnsibleFilterError(f"passthrough_fleet_plan_load: {path!r} is not a plan file (<host>.json)")
+    host = path.rsplit("/", 1)[-1][:-len(".json")]
+    problem = locations.host_name_problem(host)
+    if problem:
+        raise AnsibleFilterError(f"passthrough_fleet_plan_load: plan file {path}: {problem}; move the file out "
+                                 "of the plan directory")
+    content = _checked_plan_file(text, path, host)
     return {"facts": content["facts"], "plan": content["plan"]}
 
 
@@ -842,6 +869,7 @@ class FilterModule:
             "passthrough_plan_file": plan_file,
             "passthrough_verify": verify,
             "passthrough_plan_load": plan_load,
+            "passthrough_fleet_plan_load": fleet_plan_load,
             "passthrough_plan_record": plan_record,
             "passthrough_policy_fingerprint": policy_fingerprint,
         }

@@ -44,6 +44,8 @@ def build(count, directory, batch=1, hold=0.0, fixtures=None, interpreter="{{ an
         "ansible_python_interpreter": "{{ ansible_playbook_python }}",
         "ogc_repo_dir": REPO,
         "ogc_demo_dir": state,
+        # Kolla's overrides (playbooks/nova.yml) go under the state too, never to this machine's /etc/kolla.
+        "nova_pci_config_node_custom_config": "{{ ogc_demo_dir }}/kolla/config",
     }, f"Every host is simulated on this machine; state under {state}")
     record = ["{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/scripts/record_command.py",
               "{{ ogc_demo_dir }}/hosts/{{ inventory_hostname }}.calls.jsonl"]

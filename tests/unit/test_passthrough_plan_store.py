@@ -149,3 +149,26 @@ def test_a_host_is_refused_exactly_when_it_sets_a_retired_name(planner, host_var
     retired = [name for name in planner.RETIRED_POLICY_VARS if name in host_vars]
     assert len(errors) == (1 if retired else 0)
     assert all(name in errors[0] for name in retired)
+
+
+def test_another_slices_plan_loads_without_its_policy(planner, host_facts):
+    # A plan file of a host this inventory does not hold (another AWX job slice's): read with the same checks,
+    # except the policy, which only the inventory holding the host knows.
+    text, plan, facts = _written(planner, host_facts, policy=POLICY)
+    loaded = planner.fleet_plan_load(text, "/plans/seed-v100.json")
+    assert loaded == planner.plan_load(text, "/plans", "seed-v100", POLICY)
+
+
+@pytest.mark.parametrize("path, change, message", [
+    ("/plans/seed-v100.json", {"format": 0}, "plan file /plans/seed-v100.json is stale: it has plan format 0"),
+    ("/plans/other.json", {}, "plan file /plans/other.json is the plan of host seed-v100, not of other"),
+    ("/plans/seed-v100.json", {"facts": None}, "has no 'facts' object"),
+    ("/plans/...json", {}, "plan file /plans/...json: the inventory host name '..' is '..'"),
+    ("/plans/seed-v100.txt", {}, "'/plans/seed-v100.txt' is not a plan file (<host>.json)"),
+])
+def test_another_slices_plan_is_refused_when_foreign_or_old(planner, host_facts, path, change, message):
+    text, _plan, _facts = _written(planner, host_facts)
+    record = dict(json.loads(text), **change)
+    with pytest.raises(Exception) as caught:
+        planner.fleet_plan_load(json.dumps(record), path)
+    assert message in str(caught.value)
