@@ -127,6 +127,11 @@ def preflight_errors(plan, facts, host, policy=None, expect_no_gpus=False):
     """What stops the host before anything is written: no CPU virtualization, an IOMMU that a reboot cannot
     switch on, a plan that selects nothing (unless expected), devices kept on the host that cost a GPU.
 
+    A host that is itself a virtual machine (facts ``hypervisor``: the CPU's hypervisor flag) and whose CPU shows no
+    svm/vmx is refused as what it is, not sent to its firmware setup: a GPU passed into a VM reaches Nova's guests
+    only through nested virtualization and a virtual IOMMU, which its hypervisor does not offer; the refusal also
+    stops the reboot the plan may ask for (``intel_iommu=on`` gives a VM no nested virtualization).
+
     :param plan: the host's stored plan (roles/passthrough, load.yml).
     :param facts: the facts that plan was made from.
     :param host: the inventory hostname.
@@ -136,12 +141,8 @@ def preflight_errors(plan, facts, host, policy=None, expect_no_gpus=False):
     policy = policy if isinstance(policy, dict) else {}
     errors = []
     vendor = facts.get("cpu_vendor")
-    if facts.get("virtualization") is None:
-        errors.append(
-            f"{host}: the {facts.get('cpu_model') or 'CPU'} shows no {'svm' if vendor == 'amd' else 'vmx'} flag in "
-            "/proc/cpuinfo: hardware virtualization is off. Enable SVM Mode (AMD) / VT-x (Intel) in the firmware "
-            "setup (or set it through the BMC with passthrough_host_bmc_address), then run this play again.")
-
+    flag = "svm" if vendor == "amd" else "vmx"
+    guest = facts.get("hypervisor") is True
     running = list(facts.get("kernel_cmdline") or [])
     # Read as the kernel reads the line (kernel_cmdline): intel-iommu=off,sm_on still blocks, and
     # intel_iommu=on,sm_on already asks for the IOMMU.
@@ -149,17 +150,43 @@ def preflight_errors(plan, facts, host, policy=None, expect_no_gpus=False):
     try:
         blocking = kernel_cmdline.check(running, [], absent)
         # What the vendor's IOMMU needs on the line (the planner's rule); AMD-Vi needs nothing there.
-        enabling_missing = any(not kernel_cmdline.satisfies(running, arg)
-                               for arg in kernel_cmdline.vendor_iommu_args(vendor))
+        enabling = [arg for arg in kernel_cmdline.vendor_iommu_args(vendor)
+                    if not kernel_cmdline.satisfies(running, arg)]
     except kernel_cmdline.CmdlineError:
-        blocking, enabling_missing = True, False  # a line the model refuses: a reboot may well change it
-    if not (facts.get("iommu_enabled") or blocking or enabling_missing):
+        blocking, enabling = True, []  # a line the model refuses: a reboot may well change it
+
+    guest_refused = guest and facts.get("virtualization") is None
+    if guest_refused:
+        no_iommu = ("" if facts.get("iommu_enabled") else
+                    ", and it shows no IOMMU (no /sys/kernel/iommu_groups, no /sys/class/iommu unit)")
+        reboot = ""
+        if plan.get("reboot_required"):
+            with_args = f" with {' '.join(enabling)}" if enabling else ""
+            reboot = f" and the host is not rebooted (a reboot{with_args} would not give it nested virtualization)"
+        errors.append(
+            f"{host}: this host is itself a virtual machine: the {facts.get('cpu_model') or 'CPU'} shows the "
+            f"hypervisor flag and no {flag} flag in /proc/cpuinfo (its hypervisor gives it no nested "
+            f"virtualization){no_iommu}. A GPU passed into a VM cannot be passed on to Nova's guests unless its "
+            f"hypervisor offers nested virtualization and a virtual IOMMU, so nothing is written{reboot}. Use "
+            "bare-metal hosts for gpu_hosts: remove this host from the gpu_hosts group (or, where its hypervisor "
+            f"can, give the VM nested virtualization ({flag}) and a virtual IOMMU, then run this play again).")
+    elif facts.get("virtualization") is None:
+        errors.append(
+            f"{host}: the {facts.get('cpu_model') or 'CPU'} shows no {flag} flag in "
+            "/proc/cpuinfo: hardware virtualization is off. Enable SVM Mode (AMD) / VT-x (Intel) in the firmware "
+            "setup (or set it through the BMC with passthrough_host_bmc_address), then run this play again.")
+
+    if not (facts.get("iommu_enabled") or blocking or enabling or guest_refused):
         why = ("on AMD the firmware switches it on and nothing on the running command line turns it off"
                if vendor == "amd" else "the running kernel command line already asks for it")
+        fix = ("This host is itself a virtual machine (the hypervisor flag in /proc/cpuinfo): its IOMMU can only be "
+               "a virtual one that its hypervisor offers. Give the VM a virtual IOMMU there, or use a bare-metal host "
+               "for gpu_hosts (remove this one from the group), then run this play again." if guest else
+               "Enable AMD-Vi/IOMMU or VT-d in the firmware setup (or through the BMC with "
+               "passthrough_host_bmc_address), then reboot and run this play again.")
         errors.append(
             f"{host}: the IOMMU is inactive (no /sys/kernel/iommu_groups) and a reboot cannot change that: {why} "
-            f"({' '.join(running)}). Enable AMD-Vi/IOMMU or VT-d in the firmware setup (or through the BMC with "
-            "passthrough_host_bmc_address), then reboot and run this play again.")
+            f"({' '.join(running)}). {fix}")
 
     if not (has_work(plan) or expect_no_gpus):
         reasons = list(plan.get("notes") or []) + [d.get("reason", "") for d in plan.get("excluded") or []]

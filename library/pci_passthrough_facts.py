@@ -14,7 +14,8 @@ description:
   - Reads the kernel's own layout under C(sysfs_root) and C(procfs_root) and returns it as
     C(ansible_facts.pci_passthrough), that is every PCI function with its IDs, class, driver, IOMMU group,
     NUMA node, boot VGA flag and SR-IOV capability; the IOMMU groups; whether the IOMMU is active;
-    CPU vendor and virtualization flag; the running kernel command line; whether the host booted by EFI.
+    CPU vendor and virtualization flag; whether the host is itself a virtual machine (the CPU's hypervisor flag);
+    the running kernel command line; whether the host booted by EFI.
   - Reads C(<sysfs_root>/bus/pci/devices/*) (symlinks into C(<sysfs_root>/devices/pci*)) and each
     device's C(vendor), C(device), C(class), C(numa_node), C(boot_vga), C(sriov_totalvfs),
     C(driver_override) files and C(driver) and C(iommu_group) links, C(<sysfs_root>/kernel/iommu_groups),
@@ -110,6 +111,14 @@ ansible_facts:
           description: C(svm) (AMD-V), C(vmx) (VT-x) or null when the CPU flag is absent (disabled in firmware).
           type: str
           sample: svm
+        hypervisor:
+          description:
+            - Whether the first CPU's flags in C(/proc/cpuinfo) include C(hypervisor), that is the CPU says it runs
+              under a hypervisor and the host is itself a virtual machine.
+            - A GPU passed into a virtual machine can be passed on to Nova's guests only when its hypervisor offers
+              nested virtualization (C(virtualization) set) and a virtual IOMMU.
+          type: bool
+          sample: false
         kernel_cmdline:
           description: The running kernel's command line, one argument per item (double-quoted values kept whole),
             credentials masked.
@@ -369,7 +378,9 @@ def read_device(devices_dir: str, address: str) -> dict:
     }
 
 
-def parse_cpuinfo(text: str) -> tuple[str | None, str | None, str | None]:
+def parse_cpuinfo(text: str) -> tuple[str | None, str | None, str | None, bool]:
+    """The first processor's vendor (amd/intel/None), model name, virtualization flag (svm/vmx/None) and whether
+    it has the ``hypervisor`` flag (the CPU says it runs under a hypervisor: the host is a virtual machine)."""
     vendor_id = model = flags = None
     for line in text.splitlines():
         key, sep, value = line.partition(":")
@@ -387,7 +398,7 @@ def parse_cpuinfo(text: str) -> tuple[str | None, str | None, str | None]:
     vendor = {"AuthenticAMD": "amd", "HygonGenuine": "amd", "GenuineIntel": "intel"}.get(vendor_id or "")
     flags = flags or []
     virt = "svm" if "svm" in flags else "vmx" if "vmx" in flags else None
-    return vendor, model, virt
+    return vendor, model, virt, "hypervisor" in flags
 
 
 def add_names(devices_dir: str, devices: list, database) -> None:
@@ -435,7 +446,7 @@ def discover(sysfs_root: str, procfs_root: str, database=None, resolve_alias=Non
     cpuinfo = _read(cpuinfo_path, 65536)
     if cpuinfo is None:
         raise DiscoveryError(f"{cpuinfo_path} is missing: procfs_root {procfs_root} is not a procfs tree")
-    cpu_vendor, cpu_model, virt = parse_cpuinfo(cpuinfo)
+    cpu_vendor, cpu_model, virt, hypervisor = parse_cpuinfo(cpuinfo)
 
     entries = _listdir(devices_dir)
     devices = []
@@ -461,6 +472,7 @@ def discover(sysfs_root: str, procfs_root: str, database=None, resolve_alias=Non
         "cpu_vendor": cpu_vendor,
         "cpu_model": cpu_model,
         "virtualization": virt,
+        "hypervisor": hypervisor,
         "kernel_cmdline": kernel_cmdline,
         "efi": os.path.isdir(os.path.join(sysfs_root, "firmware", "efi")),
         "devices": devices,

@@ -18,6 +18,7 @@ kernel's layout, symlinks included:
 Fixture description (YAML, see fixtures/hosts/*.yml):
 
     cpu: {vendor: amd, model: "AMD EPYC 7352 24-Core Processor", virtualization: true, count: 2}
+                                 # hypervisor: true adds the CPU's hypervisor flag (a virtual machine)
     cmdline: "BOOT_IMAGE=/boot/vmlinuz root=UUID=... ro quiet"
     efi: true
     iommu: true                  # false: the kernel has not enabled the IOMMU (no groups at all)
@@ -222,6 +223,8 @@ def _cpuinfo(cpu: dict, vendor: str) -> str:
     flags = CPU_FLAGS_BASE
     if cpu.get("virtualization", True):
         flags += " svm" if vendor == "amd" else " vmx"
+    if cpu.get("hypervisor", False):
+        flags += " hypervisor"
     flags += " " + " ".join(cpu.get("extra_flags", []))
     model = cpu.get("model", "AMD EPYC 7352 24-Core Processor" if vendor == "amd" else "Intel(R) Xeon(R) Gold 6230 CPU @ 2.10GHz")
     blocks = []

@@ -121,6 +121,39 @@ def test_no_virtualization_names_the_cpu_and_its_flag():
     intel = preflight(facts={"virtualization": None, "cpu_vendor": "intel", "cpu_model": None,
                              "kernel_cmdline": ["intel_iommu=on"]})
     assert intel[0].startswith("gpu1: the CPU shows no vmx flag in /proc/cpuinfo")
+    # A bare-metal host (hypervisor false, or facts stored before the hypervisor fact) keeps the firmware advice.
+    assert preflight(facts={"virtualization": None, "hypervisor": False}) == amd
+
+
+def test_a_virtual_machine_without_nested_virtualization_is_not_sent_to_its_firmware():
+    # An AMD guest with no IOMMU: one message, the VM's; the firmware advice of the IOMMU check is not added.
+    guest = preflight(plan={"reboot_required": True}, facts={"virtualization": None, "hypervisor": True,
+                                                             "iommu_enabled": False})
+    assert guest == [
+        "gpu1: this host is itself a virtual machine: the AMD EPYC 7302 shows the hypervisor flag and no svm flag "
+        "in /proc/cpuinfo (its hypervisor gives it no nested virtualization), and it shows no IOMMU (no "
+        "/sys/kernel/iommu_groups, no /sys/class/iommu unit). A GPU passed into a VM cannot be passed on to Nova's "
+        "guests unless its hypervisor offers nested virtualization and a virtual IOMMU, so nothing is written and the "
+        "host is not rebooted (a reboot would not give it nested virtualization). Use bare-metal hosts for "
+        "gpu_hosts: remove this host from the gpu_hosts group (or, where its hypervisor can, give the VM nested "
+        "virtualization (svm) and a virtual IOMMU, then run this play again)."]
+    # With an IOMMU and nothing to reboot for, the message says neither.
+    quiet = preflight(facts={"virtualization": None, "hypervisor": True})[0]
+    assert "shows no IOMMU" not in quiet and "rebooted" not in quiet and "nothing is written. Use" in quiet
+    # Expecting no GPU does not make a VM a host for Nova's guests.
+    assert len(preflight(facts={"virtualization": None, "hypervisor": True}, expect_no_gpus=True)) == 1
+
+
+def test_a_virtual_machine_with_nested_virtualization_but_no_iommu_is_told_of_its_hypervisor():
+    errors = preflight(facts={"hypervisor": True, "iommu_enabled": False})
+    assert len(errors) == 1 and "a reboot cannot change that" in errors[0]
+    assert errors[0].endswith(
+        "This host is itself a virtual machine (the hypervisor flag in /proc/cpuinfo): its IOMMU can only be a virtual "
+        "one that its hypervisor offers. Give the VM a virtual IOMMU there, or use a bare-metal host for gpu_hosts "
+        "(remove this one from the group), then run this play again.")
+    assert "firmware setup" not in errors[0]
+    # An Intel guest whose line lacks intel_iommu=on is let through: a virtual VT-d shows only once it is asked for.
+    assert preflight(facts={"hypervisor": True, "iommu_enabled": False, "cpu_vendor": "intel"}) == []
 
 
 @pytest.mark.parametrize("facts, refused", [
@@ -163,17 +196,21 @@ def test_a_device_kept_on_the_host_that_costs_a_gpu():
 
 @given(virt=st.sampled_from([None, "svm", "vmx"]), vendor=st.sampled_from(["amd", "intel", None]),
        iommu=st.booleans(), cmdline=st.lists(st.sampled_from(["ro", "intel_iommu=on", "iommu=off", "amd_iommu=off"])),
-       selected=st.booleans(), expect=st.booleans())
+       selected=st.booleans(), expect=st.booleans(), guest=st.booleans())
 def test_each_message_names_the_host_and_only_real_problems_are_reported(virt, vendor, iommu, cmdline, selected,
-                                                                          expect):
+                                                                          expect, guest):
     plan = dict(PLAN, selected=PLAN["selected"] if selected else [], vfio_devices=PLAN["vfio_devices"] if selected else [])
-    facts = dict(FACTS, virtualization=virt, cpu_vendor=vendor, iommu_enabled=iommu, kernel_cmdline=cmdline)
+    facts = dict(FACTS, virtualization=virt, cpu_vendor=vendor, iommu_enabled=iommu, kernel_cmdline=cmdline,
+                 hypervisor=guest)
     errors = checks.preflight_errors(plan, facts, "gpu1", expect_no_gpus=expect)
     assert all(e.startswith("gpu1: ") for e in errors)
     # Nothing is refused on a host whose CPU virtualizes, whose IOMMU is on and whose plan selects a GPU.
     if virt and iommu and selected:
         assert errors == []
-    assert (virt is None) == any("hardware virtualization is off" in e for e in errors)
+    assert (virt is None and not guest) == any("hardware virtualization is off" in e for e in errors)
+    assert (virt is None and guest) == any("this host is itself a virtual machine" in e for e in errors)
+    # Only a bare-metal host is sent to its firmware setup.
+    assert not (guest and any("firmware setup" in e for e in errors))
     assert (not selected and not expect) == any("the plan selects no device" in e for e in errors)
 
 

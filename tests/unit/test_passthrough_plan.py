@@ -18,7 +18,7 @@ def dev(address, ident, klass, group=None, driver=None, **extra):
 
 def facts_of(devices, cpu="amd", iommu=True, cmdline=("ro", "quiet")):
     return {"iommu_enabled": iommu, "cpu_vendor": cpu, "virtualization": "svm" if cpu == "amd" else "vmx",
-            "kernel_cmdline": list(cmdline), "efi": True, "devices": devices, "iommu_units": [],
+            "hypervisor": False, "kernel_cmdline": list(cmdline), "efi": True, "devices": devices, "iommu_units": [],
             "iommu_groups": {}}
 
 

@@ -214,7 +214,7 @@ def hosts(draw):
             devices.append({"address": f"0000:{bus:02x}:02.0", "vendor_id": "8086", "product_id": "1533",
                             "class_id": "020000", "driver": "igb", "iommu_group": group})
     return {"iommu_enabled": True, "cpu_vendor": draw(st.sampled_from(["amd", "intel"])), "virtualization": "svm",
-            "kernel_cmdline": ["ro"], "devices": devices, "iommu_units": [], "iommu_groups": {}}
+            "hypervisor": False, "kernel_cmdline": ["ro"], "devices": devices, "iommu_units": [], "iommu_groups": {}}
 
 
 @settings(max_examples=60, deadline=None)

@@ -19,7 +19,7 @@ def test_seed_server_facts(host_facts):
     facts = host_facts("seed-v100")
     assert facts["iommu_enabled"] is True
     assert facts["iommu_units"] == ["ivhd0"]
-    assert (facts["cpu_vendor"], facts["virtualization"]) == ("amd", "svm")
+    assert (facts["cpu_vendor"], facts["virtualization"], facts["hypervisor"]) == ("amd", "svm", False)
     assert facts["cpu_model"] == "AMD EPYC 7352 24-Core Processor"
     assert facts["efi"] is True
     assert facts["kernel_cmdline"][-3:] == ["ro", "quiet", "splash"]
@@ -89,10 +89,23 @@ def test_a_device_on_vfio_pci_names_the_modules_its_modalias_resolves_to(fixture
 
 
 def test_cpu_without_virtualization_flag(facts_module):
-    vendor, model, virt = facts_module.parse_cpuinfo("vendor_id\t: GenuineIntel\nmodel name\t: Xeon\nflags\t\t: fpu sse\n")
-    assert (vendor, model, virt) == ("intel", "Xeon", None)
+    parsed = facts_module.parse_cpuinfo("vendor_id\t: GenuineIntel\nmodel name\t: Xeon\nflags\t\t: fpu sse\n")
+    assert parsed == ("intel", "Xeon", None, False)
     assert facts_module.parse_cpuinfo("vendor_id : HygonGenuine\nflags : svm\n")[::2] == ("amd", "svm")
-    assert facts_module.parse_cpuinfo("")[0] is None
+    assert facts_module.parse_cpuinfo("") == (None, None, None, False)
+
+
+def test_the_hypervisor_flag_says_the_host_is_a_virtual_machine(tmp_path, mock_sysfs, facts_module):
+    # The first processor's flags are read, as for svm/vmx; the word must be a whole flag.
+    guest = "vendor_id : GenuineIntel\nflags : fpu sse hypervisor lahf_lm\n\nflags : fpu\n"
+    assert facts_module.parse_cpuinfo(guest) == ("intel", None, None, True)
+    assert facts_module.parse_cpuinfo("flags : fpu vmx\n\nflags : hypervisor\n")[2:] == ("vmx", False)
+    assert facts_module.parse_cpuinfo("flags : fpu not_hypervisor\n")[3] is False
+    # A fixture says hypervisor: true (scripts/mock_sysfs.py), and discovery reports it.
+    mock_sysfs.build_tree({"cpu": {"vendor": "intel", "virtualization": False, "hypervisor": True}, "devices": []},
+                          str(tmp_path))
+    facts = facts_module.discover(str(tmp_path / "sys"), str(tmp_path / "proc"))
+    assert (facts["hypervisor"], facts["virtualization"]) == (True, None)
 
 
 def test_quoted_cmdline_values_stay_whole(tmp_path, fixture_host, facts_module):
