@@ -197,3 +197,21 @@ def test_kolla_ansible_wrong_version(tmp_path, kolla_inventory):
     assert rc != 0
     assert "is version 21.1.0, but this toolkit is written for kolla-ansible 22.x" in out, out
     assert not (tmp_path / "etc").exists() and called(calls) == []
+
+
+def test_a_job_slice_is_refused(tmp_path, kolla_inventory):
+    # The GPU hosts' plan directory holds the plan of a host this inventory does not hold (gpu3, another AWX job
+    # slice's): kolla-ansible deploys the whole cloud, so the deploy phase refuses before anything is written.
+    plans = tmp_path / "plans"
+    plans.mkdir()
+    for host in ("gpu1", "gpu2", "gpu3"):
+        (plans / f"{host}.json").write_text("{}")
+    bindir, calls = fake_bin(tmp_path)
+    rc, out, _ = run_playbook("deploy.yml", kolla_inventory,
+                              deploy_vars(tmp_path, bindir, passthrough_plan_dir=str(plans)))
+    assert rc != 0
+    assert ("kolla_deploy: kolla-ansible deploys the whole cloud at once, so the deploy phase cannot run per slice. "
+            f"The plan directory {plans} holds the plans of GPU hosts this inventory does not hold (gpu3): this run "
+            "sees part of the fleet, as an AWX job slice does. Run it unsliced (a job template with job_slice_count "
+            "1: site.yml --tags deploy;") in out, out
+    assert not (tmp_path / "etc").exists() and called(calls) == []
