@@ -117,7 +117,8 @@ def slot_task(args, here, check=False, clock=time.time, sleep=time.sleep):
         result.update(slot=index, outcome=outcome, waited=round(clock() - start, 1),
                       took_over=before if outcome == "stale" else None)
         if outcome == "stale":
-            result["msg"] = f"{'would take' if check else 'took'} over the reboot slot {index} of {rs.describe_holder(before)}: that run is gone"
+            verb = "would take" if check else "took"
+            result["msg"] = f"{verb} over the reboot slot {index} of {rs.describe_holder(before)}: that run is gone"
         return result
 
 

@@ -162,7 +162,8 @@ class _Locked:
             if not self.create:
                 return self
             os.makedirs(self.directory, mode=0o755, exist_ok=True)
-        self.handle = open(os.path.join(self.directory, _LOCK), "a", encoding="utf-8")  # pylint: disable=consider-using-with
+        # Held open past this method: the with-block's life is the flock's. pylint: disable-next=consider-using-with
+        self.handle = open(os.path.join(self.directory, _LOCK), "a", encoding="utf-8")
         fcntl.flock(self.handle, fcntl.LOCK_EX)
         return self
 
