@@ -14,7 +14,6 @@ since), the lock is taken over; otherwise the task fails, naming the other run a
 from __future__ import annotations
 
 import datetime
-import multiprocessing
 import os
 import shlex
 
@@ -32,11 +31,8 @@ from ansible.module_utils import host_lock as hl  # noqa: E402  pylint: disable=
 DEFAULT_PATH = "/var/lib/open-gpu-cloud/passthrough_host.lock"
 
 
-def run_pid():
-    """The ansible-playbook process of this run: a task runs in a worker process the run forked (multiprocessing),
-    whose parent it is; in the run's own process, this process."""
-    parent = multiprocessing.parent_process()
-    return parent.pid if parent is not None else os.getpid()
+# The run's process (module_utils/host_lock.py, shared with action_plugins/reboot_slot.py).
+run_pid = hl.run_pid
 
 
 class ActionModule(ActionBase):

@@ -7,6 +7,8 @@
   (a positive int, or a percentage "N%" of the fleet, rounded down, at least 1).
 * ``passthrough_reboot_batch_errors(batch, fleet_size, host)``: the same refusal as a list of messages, for the
   role's variable check (empty when the value is good).
+* ``passthrough_reboot_fleet_size(play_hosts, plan_files)``: the fleet a percentage is of: the larger of the play's
+  host count and the number of plan files (one per GPU host of the fleet, shared by every slice of a sliced job).
 * ``passthrough_reboot_waves(hosts, batch, fleet_size)``: {size, serial, waves}: the canary wave of one host,
   then waves of ``size``; ``serial`` is the play keyword that makes Ansible run exactly these waves.
 
@@ -44,6 +46,15 @@ def wave_size(batch, fleet_size):
     return max(1, fleet_size * int(match.group(1)) // 100)
 
 
+def fleet_size(play_hosts, plan_files):
+    """The GPU hosts of the fleet: the larger of len(play_hosts) and len(plan_files). A slice of an AWX sliced job
+    sees only its own hosts, but every slice shares the plan directory, which holds one plan per GPU host."""
+    for name, value in (("play_hosts", play_hosts), ("plan_files", plan_files)):
+        if not isinstance(value, (list, tuple)):
+            raise AnsibleFilterError(f"passthrough_reboot_fleet_size: {name} must be a list, got {value!r}")
+    return max(len(play_hosts), len(plan_files))
+
+
 def batch_errors(batch, fleet_size, host):
     """The refusal of a bad passthrough_host_reboot_batch as a list of one message naming the host (empty when the
     value is good): the role's variable check asserts it with its other variables."""
@@ -69,4 +80,5 @@ def reboot_waves(hosts, batch, fleet_size):
 class FilterModule:  # pylint: disable=too-few-public-methods
     def filters(self):
         return {"passthrough_reboot_wave_size": wave_size, "passthrough_reboot_waves": reboot_waves,
+                "passthrough_reboot_fleet_size": fleet_size,
                 "passthrough_reboot_batch_errors": batch_errors}

@@ -28,11 +28,12 @@ from __future__ import annotations
 import getpass
 import hashlib
 import json
+import multiprocessing
 import os
 import socket
 
-__all__ = ["LockError", "HOST_SCRIPT", "identity", "process_start", "owner_alive", "describe", "load", "dump",
-           "answer"]
+__all__ = ["LockError", "HOST_SCRIPT", "identity", "run_pid", "process_start", "owner_alive", "describe", "load",
+           "dump", "answer"]
 
 FIELDS = ("run", "controller", "user", "pid", "start_time", "boot_id", "machine_id")
 
@@ -60,6 +61,13 @@ def process_start(pid, proc="/proc"):
         return int(fields[19])  # field 22 counts from 1, with pid and comm before the ")"
     except (IndexError, ValueError):
         return None
+
+
+def run_pid():
+    """The ansible-playbook process of this run, seen from an action plugin: a task runs in a worker process the run
+    forked (multiprocessing), whose parent it is; in the run's own process, this process."""
+    parent = multiprocessing.parent_process()
+    return parent.pid if parent is not None else os.getpid()
 
 
 def identity(pid, proc="/proc", machine_id_path="/etc/machine-id"):

@@ -1,12 +1,16 @@
 """playbooks/host.yml on several simulated GPU hosts (sandbox roots from fixtures/hosts/*.yml): the reboots go
 in waves, a canary first, at most passthrough_host_reboot_batch at a time, as the reboot command's own
-timestamps show (scripts/timed_command.py); a canary that fails verification stops the rollout."""
+timestamps show (scripts/timed_command.py); a canary that fails verification stops the rollout. Two slices of one
+fleet run at once (as AWX job slicing runs them) share the fleet-wide reboot slots: together they stay within the
+batch, and a slice's failed canary stops the other slice."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import time
 
 import pytest
 import yaml
@@ -16,6 +20,7 @@ from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, load_source
 pytestmark = pytest.mark.integration
 
 fleet = load_source("fleet_inventory", os.path.join("bench", "fleet", "fleet_inventory.py"))
+hl = load_source("host_lock_rules", os.path.join("module_utils", "host_lock.py"))
 PLAYBOOK = os.path.join(ROOT, "bench", "fleet", "plan_host.yml")
 
 
@@ -24,6 +29,36 @@ def run(inventory, *args):
     proc = subprocess.run([ANSIBLE_PLAYBOOK, PLAYBOOK, "-i", inventory, *args], capture_output=True, text=True,
                           check=False, cwd=ROOT, env=env, timeout=900)
     return proc.returncode, proc.stdout + proc.stderr
+
+
+def sliced(directory, count, parts, **options):
+    """One simulated fleet of ``count`` hosts, cut into inventories of the host names in ``parts``, as AWX job slicing
+    cuts it: each slice holds its own hosts but the same group_vars (the same state, plans and reboot slots)."""
+    inventory = fleet.build(count, directory, **options)
+    with open(os.path.join(inventory, "hosts.yml"), encoding="utf-8") as handle:
+        hosts = yaml.safe_load(handle)["all"]["children"]["gpu_hosts"]["hosts"]
+    slices = []
+    for number, names in enumerate(parts, 1):
+        path = os.path.join(directory, f"slice-{number}")
+        shutil.copytree(os.path.join(inventory, "group_vars"), os.path.join(path, "group_vars"))
+        with open(os.path.join(path, "hosts.yml"), "w", encoding="utf-8") as handle:
+            yaml.safe_dump({"all": {"children": {"gpu_hosts": {"hosts": {n: hosts[n] for n in names}}}}}, handle)
+        slices.append(path)
+    return slices
+
+
+def start(inventory, log):
+    """ansible-playbook on one slice in the background, its output (unbuffered) in ``log``."""
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1", PYTHONUNBUFFERED="1")
+    with open(log, "w", encoding="utf-8") as handle:
+        return subprocess.Popen([ANSIBLE_PLAYBOOK, PLAYBOOK, "-i", inventory], stdout=handle, stderr=subprocess.STDOUT,
+                                cwd=ROOT, env=env)
+
+
+def finish(proc, log):
+    proc.wait(900)
+    with open(log, encoding="utf-8") as handle:
+        return proc.returncode, handle.read()
 
 
 def reboots(directory):
@@ -79,5 +114,71 @@ def test_failing_canary_stops_the_rollout(tmp_path):
     assert [r["name"] for r in reboots(directory)] == ["gpu-001"]
     assert "gpu-001 (wave 1):" in out
     assert "The rollout stops here: gpu-002, gpu-003 are left untouched (not drained, not rebooted)." in out
+    for host in ("gpu-002", "gpu-003"):
+        assert not os.path.exists(os.path.join(directory, "state", "hosts", host, ".simulated-reboots")), host
+
+
+def test_two_slices_at_once_stay_within_the_fleet_s_batch(tmp_path):
+    directory = str(tmp_path)
+    parts = [["gpu-001", "gpu-002", "gpu-003"], ["gpu-004", "gpu-005", "gpu-006"]]
+    inventories = sliced(directory, 6, parts, batch=2, hold=3)
+    logs = [os.path.join(directory, f"slice-{n}.log") for n in (1, 2)]
+    procs = [start(inventory, log) for inventory, log in zip(inventories, logs)]
+    outs = [finish(proc, log) for proc, log in zip(procs, logs)]
+    for rc, out in outs:
+        assert rc == 0, out[-5000:]
+    done = reboots(directory)
+    # Each host rebooted once, and verified; each slice alone would have let 1 + 1 canaries, then 2 + 2 run at once.
+    assert sorted(r["name"] for r in done) == [f"gpu-{i:03d}" for i in range(1, 7)]
+    assert all(r["rc"] == 0 for r in done)
+    assert most_at_once(done) <= 2
+    assert all(out.count("ready; ") >= 3 for _rc, out in outs)
+    assert sorted(os.listdir(os.path.join(directory, "state", "reboot-slots"))) == [".lock"]  # all given back
+
+
+def test_a_slice_s_failed_canary_stops_the_other_slice(tmp_path):
+    directory = str(tmp_path)
+    # One slot (batch 1): slice 1 is the failing canary alone, slice 2 the two hosts that must not reboot after it.
+    inventories = sliced(directory, 3, [["gpu-001"], ["gpu-002", "gpu-003"]], batch=1, hold=0)
+    host_vars = os.path.join(inventories[0], "host_vars", "gpu-001.yml")
+    os.makedirs(os.path.dirname(host_vars))
+    with open(host_vars, "w", encoding="utf-8") as handle:  # a reboot that changes nothing: the verification fails
+        yaml.safe_dump({"passthrough_host_reboot_command": [
+            "{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/scripts/timed_command.py",
+            "{{ fleet_reboot_log }}", "{{ inventory_hostname }}", "--"]}, handle)
+    # The order, without timing luck: this test holds the only slot (a live run: this process) until both slices wait
+    # for it (so both runs started before the failure), then hands it to gpu-001 (a host keeps a slot recorded under
+    # its name), so gpu-001 fails while slice 2 still waits; its stop record then refuses slice 2 any slot.
+    slots = os.path.join(directory, "state", "reboot-slots")
+    os.makedirs(slots)
+    gate = dict(hl.identity(os.getpid()), since="now", time=time.time())
+
+    def hold(host):
+        with open(os.path.join(slots, ".gate"), "w", encoding="utf-8") as handle:
+            json.dump(dict(gate, host=host), handle)
+        os.replace(os.path.join(slots, ".gate"), os.path.join(slots, "slot-0"))
+
+    hold("test-gate")
+    logs = [os.path.join(directory, f"slice-{n}.log") for n in (1, 2)]
+    procs = [start(inventory, log) for inventory, log in zip(inventories, logs)]
+    deadline = time.time() + 600
+    while True:
+        texts = []
+        for log in logs:
+            with open(log, encoding="utf-8") as handle:
+                texts.append(handle.read())
+        if all("TASK [passthrough_host : Take a fleet-wide reboot slot]" in text for text in texts):
+            break
+        assert time.time() < deadline and all(proc.poll() is None for proc in procs), texts
+        time.sleep(0.5)
+    hold("gpu-001")
+    (rc1, out1), (rc2, out2) = [finish(proc, log) for proc, log in zip(procs, logs)]
+    assert rc1 != 0 and rc2 != 0, (out1[-3000:], out2[-3000:])
+    assert [r["name"] for r in reboots(directory)] == ["gpu-001"]
+    assert "gpu-001 (wave 1):" in out1
+    assert "no reboot slot: gpu-001 failed at " in out2 and "The rollout stops on this slice too" in out2, out2[-3000:]
+    with open(os.path.join(slots, "stopped.json"), encoding="utf-8") as handle:
+        assert json.load(handle)["host"] == "gpu-001"
+    assert not [name for name in os.listdir(slots) if name.startswith("slot-")]
     for host in ("gpu-002", "gpu-003"):
         assert not os.path.exists(os.path.join(directory, "state", "hosts", host, ".simulated-reboots")), host
