@@ -45,10 +45,13 @@ def _number(args, name, minimum):
 
 def check_args(args, host):
     """The task's arguments, checked: a dict with defaults filled in; SlotArgumentError names the bad one."""
-    unknown = sorted(set(args) - {"path", "host", "state", "capacity", "timeout", "run_started", "reason"})
+    unknown = sorted(set(args) - {"path", "host", "state", "capacity", "timeout", "run_started", "reason", "wave"})
     if unknown:
         raise SlotArgumentError(f"unsupported option(s): {', '.join(unknown)}")
-    done = dict(dict(host=host, state="acquired", timeout=0, reason=""), **args)
+    done = dict(dict(host=host, state="acquired", timeout=0, reason="", wave=[]), **args)
+    if not isinstance(done["wave"], list) or not all(isinstance(h, str) and h for h in done["wave"]):
+        raise SlotArgumentError(f"wave={done['wave']!r} ({type(done['wave']).__name__}) must be a list of host names "
+                                "(the hosts rebooting with this one: ansible_play_batch)")
     for name in ("path", "host", "state", "reason"):
         if not isinstance(done.get(name), str):
             raise SlotArgumentError(f"{name}={done.get(name)!r} ({type(done.get(name)).__name__}) must be a string")
@@ -91,7 +94,7 @@ def slot_task(args, here, check=False, clock=time.time, sleep=time.sleep):
     while True:
         try:
             index, outcome, before = rs.acquire(path, args["host"], args["capacity"], here, args["run_started"],
-                                                clock(), check=check)
+                                                clock(), check=check, wave=args["wave"])
         except rs.RolloutStopped as exc:
             record = exc.record
             return dict(result, failed=True, stopped=record, waited=round(clock() - start, 1), msg=(

@@ -57,6 +57,14 @@ options:
     description: Seconds to wait for a free slot before failing (0 - do not wait).
     type: float
     default: 0
+  wave:
+    description:
+      - The hosts rebooting together with O(host) (the play's batch, C(ansible_play_batch)). The first of them to
+        ask takes the slots of the whole wave at once, or none; the others find theirs held. Two runs whose waves
+        each held part of what they need would otherwise wait on each other, since a wave goes on together.
+    type: list
+    elements: str
+    default: []
 extends_documentation_fragment: [ogc_attributes.check_only]
 attributes:
   action:

@@ -18,7 +18,7 @@ more hosts at once than one wave of the whole fleet:
 
 ``acquire`` gives a host the slot it holds already (a re-run after a crash), else a free index, else the slot of a
 run that is gone on this control host (``host_lock.owner_alive`` is False: taken over); otherwise it raises
-SlotsFull naming the holders. Every read and write happens under a flock of ``<dir>/.lock``, so two runs cannot
+SlotsFull naming the holders. A wave takes its slots all at once, or none (``decide_wave``). Every read and write happens under a flock of ``<dir>/.lock``, so two runs cannot
 take the same slot; the O_EXCL-like link is the second guard. ``decide`` is the pure rule; check mode asks it the
 same question and writes nothing.
 """
@@ -35,7 +35,7 @@ import tempfile
 from ansible.module_utils import host_lock as hl
 
 __all__ = ["SlotError", "SlotsFull", "RolloutStopped", "BadRecord", "STOP_FILE", "decide", "read_slots",
-           "read_stop", "acquire", "release", "stop", "describe_holder", "describe_stop"]
+           "read_stop", "decide_wave", "acquire", "release", "stop", "describe_holder", "describe_stop"]
 
 STOP_FILE = "stopped.json"
 _PREFIX = "slot-"
@@ -124,25 +124,35 @@ def read_stop(directory):
 
 
 def decide(slots, host, capacity, here, alive=hl.owner_alive):
-    """The pure rule: ``(index, outcome, record before)`` for ``host`` asking for one of ``capacity`` slots.
+    """The pure rule for one host: ``(index, outcome, record before)``; ``decide_wave`` for a wave of one."""
+    return decide_wave(slots, [host], capacity, here, alive)[host]
+
+
+def decide_wave(slots, wave, capacity, here, alive=hl.owner_alive):
+    """The pure rule: ``{host: (index, outcome, record before)}`` for the hosts of ``wave`` asking together for
+    slots among ``capacity``, all or none.
 
     outcome is ``held`` (the host holds slot ``index`` already), ``free`` (a free index), ``stale`` (slot ``index``
-    belongs to a run that is gone on this control host). Raises SlotsFull when every slot is held by a live run.
-    ``slots`` is {index: record}; ``here`` is this run's identity; ``alive(record, here)`` tells whether a holder's
-    run still runs (True), is gone (False) or cannot be seen from here (None)."""
-    for index, record in sorted(slots.items()):
-        if record.get("host") == host:
-            return index, "held", record
+    belongs to a run that is gone on this control host). Raises SlotsFull when the slots free now do not cover every
+    host of the wave that holds none. All or none: under Ansible's linear strategy a wave's hosts take their slots in
+    one task and go on together, so two runs whose waves each got part of what they need would wait on each other
+    until the timeout. ``slots`` is {index: record}; ``here`` is this run's identity; ``alive(record, here)`` tells
+    whether a holder's run still runs (True), is gone (False) or cannot be seen from here (None)."""
+    if len(wave) > capacity:
+        raise SlotError(f"a wave of {len(wave)} host(s) ({', '.join(wave)}) cannot fit in {capacity} fleet-wide "
+                        "reboot slot(s): the wave size and the capacity come from one passthrough_host_reboot_batch")
+    held = {record.get("host"): (index, record) for index, record in sorted(slots.items())}
+    decided = {h: (held[h][0], "held", held[h][1]) for h in wave if h in held}
     # Gone holders free their slot; those above the capacity (a run with a larger wave) still count while alive.
     live = {i: r for i, r in slots.items() if r.get("run") == here.get("run") or alive(r, here) is not False}
-    if len(live) < capacity:
-        for index in range(capacity):
-            if index not in slots:
-                return index, "free", None
-        for index in range(capacity):
-            if index not in live:
-                return index, "stale", slots[index]
-    raise SlotsFull([live[i] for i in sorted(live)], capacity)
+    occupied = set(live) | {index for index, _outcome, _record in decided.values()}
+    need = [h for h in wave if h not in decided]
+    if len(occupied) + len(need) > capacity:
+        raise SlotsFull([live[i] for i in sorted(live)], capacity)
+    open_slots = [(i, "free", None) for i in range(capacity) if i not in slots]
+    open_slots += [(i, "stale", slots[i]) for i in range(capacity) if i in slots and i not in occupied]
+    decided.update(zip(need, open_slots))
+    return decided
 
 
 class _Locked:
@@ -202,22 +212,26 @@ def _take(directory, index, record, replace):
             os.unlink(tmp)
 
 
-def acquire(directory, host, capacity, here, run_started, now, check=False, alive=hl.owner_alive):
-    """Take a slot for ``host`` (see ``decide``); returns ``(index, outcome, record before)``.
+def acquire(directory, host, capacity, here, run_started, now, check=False, alive=hl.owner_alive, wave=None):
+    """Take a slot for ``host``, and with it for every other host of its ``wave`` (all or none, ``decide_wave``):
+    the first host of a wave to ask takes the wave's slots, the others find theirs held. Returns ``host``'s
+    ``(index, outcome, record before)``.
 
     Raises RolloutStopped when stopped.json is newer than ``run_started`` (seconds since the epoch), SlotsFull when
-    none is free. ``now`` (seconds since the epoch) goes into the record; check mode writes nothing."""
+    the free slots do not cover the wave. ``now`` (seconds since the epoch) goes into the records; check mode
+    writes nothing."""
+    wave = [host] + [h for h in (wave or []) if h != host]
     with _Locked(directory, create=True, lock=not check):
         stop_record = read_stop(directory)
         if stop_record is not None and stop_record["time"] > run_started:
             raise RolloutStopped(stop_record)
-        slots = read_slots(directory)
-        index, outcome, before = decide(slots, host, capacity, here, alive)
-        record = dict(here, host=host, since=_utc(now), time=now)
-        # A slot the host holds is kept; its record names this run when it was another (a re-run after a crash).
-        if not check and (outcome != "held" or before.get("run") != here.get("run")):
-            _take(directory, index, record, replace=outcome != "free")
-        return index, outcome, before
+        decided = decide_wave(read_slots(directory), wave, capacity, here, alive)
+        for member, (index, outcome, before) in decided.items():
+            # A slot the host holds is kept; its record names this run when it was another (a re-run after a crash).
+            if not check and (outcome != "held" or before.get("run") != here.get("run")):
+                _take(directory, index, dict(here, host=member, since=_utc(now), time=now),
+                      replace=outcome != "free")
+        return decided[host]
 
 
 def release(directory, host, check=False):

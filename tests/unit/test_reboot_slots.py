@@ -262,3 +262,49 @@ def test_the_fleet_is_the_larger_of_the_play_and_the_plans():
     assert waves.wave_size("34%", waves.fleet_size(["a", "b", "c"], ["x"] * 6)) == 2
     with pytest.raises(waves.AnsibleFilterError, match="plan_files must be a list"):
         waves.fleet_size(["a"], "x")
+
+
+def test_a_wave_takes_its_slots_all_at_once_or_none(tmp_path):
+    # Two runs (slices), waves of two, two slots. Taken one host at a time, each run's first host could hold one
+    # slot and wait for its wave-mate's, which the other run holds: neither wave would ever go on. A wave's first
+    # host takes the slots of the whole wave, or none.
+    path = str(tmp_path / "slots")
+    assert rs.acquire(path, "a1", 2, HERE, 0.0, 1.0, wave=["a1", "a2"])[:2] == (0, "free")
+    with pytest.raises(rs.SlotsFull):
+        rs.acquire(path, "b1", 2, OTHER, 0.0, 2.0, wave=["b1", "b2"], alive=alive_unless())
+    assert sorted(r["host"] for r in rs.read_slots(path).values()) == ["a1", "a2"]
+    # a2 finds its slot taken for it; then the wave ends, and the other run's wave takes both.
+    assert rs.acquire(path, "a2", 2, HERE, 0.0, 3.0, wave=["a1", "a2"])[:2] == (1, "held")
+    rs.release(path, "a1")
+    with pytest.raises(rs.SlotsFull):  # one slot free: not enough for a wave of two
+        rs.acquire(path, "b2", 2, OTHER, 0.0, 4.0, wave=["b1", "b2"], alive=alive_unless())
+    rs.release(path, "a2")
+    assert rs.acquire(path, "b2", 2, OTHER, 0.0, 5.0, wave=["b1", "b2"], alive=alive_unless())[:2] == (0, "free")
+    assert {r["host"]: i for i, r in rs.read_slots(path).items()} == {"b2": 0, "b1": 1}
+
+
+def test_a_wave_larger_than_the_slots_is_refused(tmp_path):
+    with pytest.raises(rs.SlotError, match="a wave of 3 host"):
+        rs.acquire(str(tmp_path), "a1", 2, HERE, 0.0, 1.0, wave=["a1", "a2", "a3"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(capacity=st.integers(1, 4), waves=st.lists(st.lists(st.sampled_from("abcdefgh"), min_size=1, max_size=4,
+                                                            unique=True), min_size=1, max_size=8))
+def test_waves_never_take_more_than_the_capacity_and_take_all_or_none(tmp_path_factory, capacity, waves):
+    path = str(tmp_path_factory.mktemp("waves"))
+    for number, wave in enumerate(waves):
+        before = {r["host"] for r in rs.read_slots(path).values()}
+        try:
+            rs.acquire(path, wave[0], capacity, dict(HERE, run=f"run-{number % 2}"), 0.0, 1.0, wave=wave,
+                       alive=alive_unless())
+        except rs.SlotError:
+            after = {r["host"] for r in rs.read_slots(path).values()}
+            assert after == before  # none taken
+        else:
+            after = {r["host"] for r in rs.read_slots(path).values()}
+            assert set(wave) <= after and after - set(wave) <= before  # all taken, nothing else
+        assert len(rs.read_slots(path)) <= capacity
+        if number % 3 == 2:
+            for host in wave:
+                rs.release(path, host)
