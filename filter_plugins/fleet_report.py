@@ -113,7 +113,7 @@ def _host(host, data, health):
                 verdict, reason = "missing", "in the plan, gone from the PCI bus now (health check)"
             elif row:
                 verdict, reason = row["verdict"], row["reason"]
-            elif planner.rules.is_bridge(dev):  # the one bridge rule (module_utils/passthrough_rules.py)
+            elif planner.rules.is_bridge(dev):  # the one bridge rule (module_utils/passthrough/rules.py)
                 verdict, reason = "bridge", "PCI bridge: needs no driver change"
             else:
                 verdict = "other"
