@@ -15,16 +15,20 @@ same rows the plan phase prints); the templates in ``templates/`` only place the
 from __future__ import annotations
 
 import base64
-import importlib.util
 import json
 import os
-import sys
+import runpy
 
-try:
-    from ansible.errors import AnsibleFilterError
-except ImportError:  # pragma: no cover
-    class AnsibleFilterError(Exception):
-        """Stand-in when ansible is not importable."""
+from ansible.errors import AnsibleFilterError
+
+# The project's module_utils/, imported as modules import it: the one route (plugin_utils/module_utils_route.py).
+runpy.run_path(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "plugin_utils",
+                            "module_utils_route.py"))
+
+# The planner's own table, names and bridge rule (module_utils/passthrough/): one rule, one place.
+# pylint: disable=wrong-import-position
+from ansible.module_utils.passthrough import rules  # noqa: E402
+from ansible.module_utils.passthrough.report import plan_table  # noqa: E402
 
 # Device verdicts: the planner's (nova, vfio, host) and two for devices its table does not list.
 COLOURS = {"nova": "#2e7d32", "vfio": "#1565c0", "host": "#8d6e63", "bridge": "#b0bec5", "other": "#eceff1",
@@ -38,18 +42,6 @@ BOX_WIDTH = 300
 ROW_HEIGHT = 22
 HEADER = 26
 GAP = 12
-
-
-def _planner():
-    """filter_plugins/passthrough_plan.py, for its plan_table and class_name (one rule, one place)."""
-    name = "ogc_filter_passthrough_plan"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, os.path.join(os.path.dirname(os.path.abspath(__file__)), "passthrough_plan.py"))
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[name] = module
-    return sys.modules[name]
 
 
 def _fail(message):
@@ -90,10 +82,9 @@ def _layout(groups):
 
 
 def _host(host, data, health):
-    planner = _planner()
     facts, plan = data["facts"], data["plan"]
     try:
-        rows = {r["address"]: r for r in planner.plan_table(plan, facts)}
+        rows = {r["address"]: r for r in plan_table(plan, facts)}
     except (KeyError, TypeError, AttributeError) as exc:
         _fail(f"the plan file of {host} is not a plan of this version ({exc!r}); write it again with playbooks/plan.yml")
     by_addr = {d["address"]: d for d in facts.get("devices") or []}
@@ -108,16 +99,16 @@ def _host(host, data, health):
         for address in members:
             dev = by_addr.get(address, {})
             row = rows.get(address)
-            model = (row or {}).get("model") or planner.model_name(dev) or planner.class_name(dev.get("class_id", "000000"))
+            model = (row or {}).get("model") or rules.model_name(dev) or rules.class_name(dev.get("class_id", "000000"))
             if address in missing:
                 verdict, reason = "missing", "in the plan, gone from the PCI bus now (health check)"
             elif row:
                 verdict, reason = row["verdict"], row["reason"]
-            elif planner.rules.is_bridge(dev):  # the one bridge rule (module_utils/passthrough_rules.py)
+            elif rules.is_bridge(dev):  # the one bridge rule (module_utils/passthrough/rules.py)
                 verdict, reason = "bridge", "PCI bridge: needs no driver change"
             else:
                 verdict = "other"
-                reason = f"{planner.class_name(dev.get('class_id', '000000'))}: not planned, keeps its driver"
+                reason = f"{rules.class_name(dev.get('class_id', '000000'))}: not planned, keeps its driver"
             devices.append({"address": address, "model": model, "verdict": verdict, "reason": reason,
                             "colour": COLOURS[verdict], "words": VERDICT_WORDS[verdict],
                             "driver": dev.get("driver") or "-"})

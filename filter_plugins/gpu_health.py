@@ -29,13 +29,12 @@ Pure functions; every error names the host and what to fix.
 from __future__ import annotations
 
 import os
+import runpy
 
-import ansible.module_utils
 
-# The project's module_utils/ (ansible.cfg `module_utils`), importable here as modules import it.
-_MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
-if _MODULE_UTILS not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(_MODULE_UTILS)
+# The project's module_utils/, imported as modules import it: the one route (plugin_utils/module_utils_route.py).
+runpy.run_path(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "plugin_utils",
+                            "module_utils_route.py"))
 
 from ansible.module_utils import passthrough_verify  # noqa: E402  pylint: disable=wrong-import-position
 

@@ -29,13 +29,9 @@ import hashlib
 import json
 import re
 
-try:  # Ansible runs this as ansible.module_utils.boot_config; the tests import it the same way.
-    from ansible.module_utils import kernel_cmdline as kc
-    from ansible.module_utils import redact, shell_scan
-except ImportError:  # pragma: no cover - scripts outside Ansible put module_utils on sys.path
-    import kernel_cmdline as kc  # type: ignore
-    import redact  # type: ignore
-    import shell_scan  # type: ignore
+# Ansible runs this as ansible.module_utils.boot_config; the tests and plugins import it the same way.
+from ansible.module_utils import kernel_cmdline as kc
+from ansible.module_utils import redact, shell_scan
 
 __all__ = ["BootConfigError", "CMDLINE_VARIABLES", "FAMILIES", "GRUB_FILE", "DROPIN_DIR", "default_variable",
            "source_order", "parse_file", "evaluate", "kernel_args", "plan_edit", "grub_cfg_default_args",

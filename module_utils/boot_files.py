@@ -13,10 +13,7 @@ from __future__ import annotations
 import glob
 import os
 
-try:
-    from ansible.module_utils import boot_config as bc
-except ImportError:  # pragma: no cover - scripts outside Ansible put module_utils on sys.path
-    import boot_config as bc  # type: ignore
+from ansible.module_utils import boot_config as bc
 
 MAX_LINKS = 40
 

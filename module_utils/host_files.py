@@ -32,10 +32,7 @@ import re
 import stat
 import tempfile
 
-try:
-    from ansible.module_utils import boot_files as bf
-except ImportError:  # pragma: no cover - scripts outside Ansible put module_utils on sys.path
-    import boot_files as bf  # type: ignore
+from ansible.module_utils import boot_files as bf
 
 STATES = ("file", "block", "link", "absent")
 KEYS = {"path", "state", "content", "block", "marker", "src", "mode", "needs"}

@@ -6,7 +6,7 @@
 The host role's verification after the reboot (``roles/passthrough_host/tasks/verify.yml``) and the
 day-2 health check (``filter_plugins/gpu_health.py``) both ask it; YAML asserts its answer and never
 restates a rule. Bridges, display devices and slots are told apart by the planner's own rules
-(``module_utils/passthrough_rules.py``).
+(``module_utils/passthrough/rules.py``).
 
 ``facts`` are ``ansible_facts.pci_passthrough`` read now; ``plan`` is the plan the host was configured
 from (the plan file, or the plan the run applied). Each problem is a dict::
@@ -35,7 +35,7 @@ The causes, in the order they are reported:
 
 from __future__ import annotations
 
-from ansible.module_utils import passthrough_rules as rules
+from ansible.module_utils.passthrough import rules
 
 __all__ = ["CAUSES", "COMPARED_KEYS", "VerifyError", "verify"]
 

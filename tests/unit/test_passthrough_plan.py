@@ -443,7 +443,7 @@ def test_plan_report_lists_every_verdict(planner, host_facts):
 def test_filter_module_exposes_the_filters(planner):
     assert set(planner.FilterModule().filters()) == {"passthrough_plan", "passthrough_plan_report", "passthrough_plan_table",
                                                      "passthrough_policy_errors", "passthrough_plan_file",
-                                                     "passthrough_verify", "passthrough_plan_load",
+                                                     "passthrough_verify", "passthrough_plan_load", "passthrough_fleet_plan_load",
                                                      "passthrough_plan_record", "passthrough_policy_fingerprint",
                                                      "passthrough_retired_vars_errors"}
 
