@@ -15,6 +15,12 @@ options:
         local test cloud writes C(ogc-test).
       - Without I(cloud) and I(auth) the C(OS_CLOUD) / C(OS_*) environment applies.
     type: str
+  clouds_yaml:
+    description:
+      - The C(clouds.yaml) that I(cloud) is read from, on the host that runs the module, read before openstacksdk's
+        usual search path (as C(OS_CLIENT_CONFIG_FILE) would be). Unset, C(OS_CLIENT_CONFIG_FILE) or the search
+        path applies.
+    type: path
   auth:
     description:
       - Keystone auth options instead of (or on top of) a cloud from C(clouds.yaml).
