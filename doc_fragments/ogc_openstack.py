@@ -69,4 +69,7 @@ options:
     type: int
 requirements:
   - openstacksdk >= 1.0
+notes:
+  - The connection options are declared once per play, for all these modules, with the action group
+    C(group/ogc.cloud.openstack) in C(module_defaults) (the playbooks pass the environment's C(cloud_connection)).
 """

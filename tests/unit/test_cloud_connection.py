@@ -61,3 +61,58 @@ def test_the_play_declaration_reaches_the_modules(tmp_path):
     assert len(msgs) == 2
     for msg in msgs:
         assert msg.startswith("cannot reach the identity endpoint of cloud 'elsewhere'"), msg
+
+
+CONNECTION_OPTIONS = {"cloud", "clouds_yaml", "auth", "auth_type", "region_name", "interface", "validate_certs",
+                      "ca_cert", "api_timeout"}
+# The host phase's drain names its own cloud: passthrough_host_drain_cloud empty is also what turns it off.
+OWN_CLOUD = {"roles/passthrough_host/tasks/wave_drain.yml", "roles/passthrough_host/tasks/wave_enable.yml"}
+
+
+def _tasks(items):
+    for item in items or []:
+        if not isinstance(item, dict):
+            continue
+        yield item
+        for key in ("block", "rescue", "always", "tasks", "pre_tasks", "post_tasks", "handlers"):
+            yield from _tasks(item.get(key))
+
+
+def _openstack_tasks():
+    """(file, task) for every task of the roles and playbooks that runs a library/os_* module."""
+    modules = {path.stem for path in (ROOT / "library").glob("os_*.py")}
+    for path in sorted(list(ROOT.glob("roles/*/tasks/*.yml")) + list(ROOT.glob("playbooks/*.yml"))):
+        for task in _tasks(yaml.safe_load(path.read_text(encoding="utf-8"))):
+            names = modules & set(task)
+            if names:
+                yield str(path.relative_to(ROOT)), task, names.pop()
+
+
+def test_no_task_declares_the_connection():
+    found = list(_openstack_tasks())
+    assert len(found) >= 6
+    declaring = [(path, task["name"]) for path, task, module in found if path not in OWN_CLOUD and (
+        CONNECTION_OPTIONS & set(task[module] or {}) or "OS_CLIENT_CONFIG_FILE" in str(task.get("environment", "")))]
+    assert declaring == [], "the play declares the connection (module_defaults group/ogc.cloud.openstack)"
+
+
+def test_the_plays_that_reach_the_cloud_declare_it_once():
+    """Each play of these playbooks that runs an OpenStack module (itself or through its roles) declares the
+    connection for the group, from the environment's cloud_connection."""
+    for name in ("cloud.yml", "lifetimes.yml", "images.yml", "health.yml"):
+        plays = yaml.safe_load((ROOT / "playbooks" / name).read_text(encoding="utf-8"))
+        reaching = [play for play in plays
+                    if any(role.get("role") in ("cloud_resources", "server_lifetimes") for role in play.get("roles", []))
+                    or "os_" in json.dumps(play.get("tasks", [])) or "upload" in json.dumps(play.get("tasks", []))]
+        assert reaching, name
+        for play in reaching:
+            assert play.get("module_defaults") == {"group/ogc.cloud.openstack": "{{ cloud_connection }}"}, (name, play["name"])
+
+
+def test_no_role_has_connection_variables_of_its_own():
+    for role in ("cloud_resources", "server_lifetimes", "gpu_images"):
+        defaults = yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text(encoding="utf-8"))
+        specs = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text(encoding="utf-8"))
+        declared = set(defaults) | set(specs["argument_specs"]["main"]["options"])
+        own = sorted(f"{role}_{option}" for option in CONNECTION_OPTIONS if f"{role}_{option}" in declared)
+        assert own == [], role
