@@ -15,6 +15,12 @@ options:
         local test cloud writes C(ogc-test).
       - Without I(cloud) and I(auth) the C(OS_CLOUD) / C(OS_*) environment applies.
     type: str
+  clouds_yaml:
+    description:
+      - The C(clouds.yaml) that I(cloud) is read from, on the host that runs the module, read before openstacksdk's
+        usual search path (as C(OS_CLIENT_CONFIG_FILE) would be). Unset, C(OS_CLIENT_CONFIG_FILE) or the search
+        path applies.
+    type: path
   auth:
     description:
       - Keystone auth options instead of (or on top of) a cloud from C(clouds.yaml).
@@ -63,4 +69,7 @@ options:
     type: int
 requirements:
   - openstacksdk >= 1.0
+notes:
+  - The connection options are declared once per play, for all these modules, with the action group
+    C(group/ogc.cloud.openstack) in C(module_defaults) (the playbooks pass the environment's C(cloud_connection)).
 """

@@ -19,6 +19,7 @@ Modules import it as ``from ansible.module_utils.openstack_cloud import ...``.
 from __future__ import annotations
 
 import difflib
+import os
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -85,6 +86,7 @@ def openstack_argument_spec():
     auth_options.update((key, dict(type="raw", no_log=True)) for key in _unknown_auth_keys())
     return dict(
         cloud=dict(type="str"),
+        clouds_yaml=dict(type="path"),
         auth=dict(type="dict", options=auth_options),
         auth_type=dict(type="str"),
         region_name=dict(type="str"),
@@ -183,6 +185,15 @@ class CloudModule:
 
     def _connect(self):
         kwargs = connection_kwargs(self.params)
+        clouds_yaml = self.params.get("clouds_yaml")
+        if clouds_yaml:
+            if not os.path.isfile(clouds_yaml) or not os.access(clouds_yaml, os.R_OK):
+                self.module.fail_json(msg=f"clouds_yaml {clouds_yaml} is not a readable file: give the path of the "
+                                          "clouds.yaml on the host that runs the module (the control host), or leave it "
+                                          "empty for openstacksdk's search path")
+            # openstacksdk reads it first, before its search path, exactly as when OS_CLIENT_CONFIG_FILE is exported
+            # (this process is the one module run).
+            os.environ["OS_CLIENT_CONFIG_FILE"] = clouds_yaml
         try:
             conn = openstack.connect(**kwargs)
         except Exception as exc:  # config errors: unknown cloud name, missing auth_url, ...

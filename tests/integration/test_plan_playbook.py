@@ -178,7 +178,7 @@ def test_cloud_resources_refuses_a_missing_empty_corrupt_or_stale_plan_file(tmp_
         "name": "Preflight of cloud_resources", "hosts": "gpu1", "gather_facts": False,
         "tasks": [{"name": "Run the preflight", "ansible.builtin.include_role": {
             "name": "cloud_resources", "tasks_from": "preflight"},
-            "vars": {"cloud_resources_cloud": "ogc-test", "cloud_resources_flavors": [
+            "vars": {"cloud_name": "ogc-test", "cloud_resources_flavors": [
                 {"name": "f", "vcpus": 1, "ram": 1, "disk": 1,
                  "extra_specs": {"pci_passthrough:alias": "tesla-v100:1"}}]}}]}]))
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")

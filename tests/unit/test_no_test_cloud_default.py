@@ -18,3 +18,15 @@ def test_only_the_demo_inventory_names_the_test_cloud():
     assert naming == [], f"{TEST_CLOUD} is named outside inventory/demo: {naming}"
     with open(os.path.join(ROOT, "inventory/demo/group_vars/all/cloud.yml"), encoding="utf-8") as handle:
         assert f"cloud_name: {TEST_CLOUD}" in handle.read()
+
+
+def test_the_code_names_no_cloud_at_all():
+    """Not the test cloud, nor any other: the site defaults leave cloud_name empty (each environment names its
+    own) and the drain, the one role with a cloud of its own, is off until the environment names one."""
+    import yaml  # pylint: disable=import-outside-toplevel
+
+    with open(os.path.join(ROOT, "group_vars/all/main.yml"), encoding="utf-8") as handle:
+        site = yaml.safe_load(handle)
+    assert site["cloud_name"] == "" and site["cloud_auth"] == {} and site["cloud_clouds_yaml"] == ""
+    with open(os.path.join(ROOT, "roles/passthrough_host/defaults/main.yml"), encoding="utf-8") as handle:
+        assert yaml.safe_load(handle)["passthrough_host_drain_cloud"] == ""
