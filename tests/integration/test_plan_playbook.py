@@ -78,7 +78,9 @@ def test_check_mode_writes_nothing_and_the_run_loads_its_own_plan(tmp_path, fixt
         {"name": "Load the plans as a later phase does", "hosts": "gpu_hosts", "gather_facts": False, "tasks": [
             {"ansible.builtin.include_role": {"name": "passthrough", "tasks_from": "load"}},
             {"ansible.builtin.assert": {"that": ["passthrough_plan.host == inventory_hostname",
-                                                 "passthrough_plan_facts.devices | length > 0"]}}]},
+                                                 "passthrough_plan_facts.devices | length > 0",
+                                                 "passthrough_plan_source == 'run'",
+                                                 "passthrough_plan_sources == {inventory_hostname: 'run'}"]}}]},
     ]))
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
     proc = subprocess.run(["ansible-playbook", "-i", str(inventory), str(playbook), "--check", "--diff",
@@ -89,6 +91,31 @@ def test_check_mode_writes_nothing_and_the_run_loads_its_own_plan(tmp_path, fixt
     assert not plans.exists()
     assert f"+++ after: {plans}/seed.json" in out, out
     assert "failed=0" in out and "failed=1" not in out
+
+
+def test_the_loader_says_it_read_the_plan_file(tmp_path, fixture_host):
+    """A plan made by an earlier run is read from its file, and the loader says so (passthrough_plan_source)."""
+    inventory = write_inventory(tmp_path, fixture_host)
+    plans = tmp_path / "plans"
+    rc, out = run_playbook(inventory, "-e", f"passthrough_plan_dir={plans}", "-e", "passthrough_show_report=false")
+    assert rc == 0, out
+    playbook = tmp_path / "load.yml"
+    playbook.write_text(yaml.safe_dump([
+        {"name": "Load the plans as a later phase does", "hosts": "gpu_hosts", "gather_facts": False, "tasks": [
+            {"ansible.builtin.include_role": {"name": "passthrough", "tasks_from": "load"}},
+            {"ansible.builtin.assert": {"that": [
+                "passthrough_plan == (lookup('ansible.builtin.file', passthrough_plan_dir ~ '/' ~ inventory_hostname"
+                " ~ '.json') | from_json).plan",
+                "passthrough_plan_source == 'file'",
+                "passthrough_plan_sources == {inventory_hostname: 'file'}",
+                "passthrough_plans_missing == {}"]}}]},
+    ]))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    proc = subprocess.run(["ansible-playbook", "-i", str(inventory), str(playbook), "-e", f"passthrough_plan_dir={plans}"],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=ROOT, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert {host: r["failed"] for host, r in recap(out).items()} == {host: 0 for host in HOSTS}, out
 
 
 def test_bad_policy_names_host_key_and_fix(tmp_path, fixture_host):
