@@ -19,12 +19,15 @@ PLAN_HOSTS = {**HOSTS, "shared": "shared-group"}
 
 
 def write_inventory(tmp_path, fixture_host, extra_host_vars=None, fixtures=None):
+    """The fixture hosts as local hosts; their plan directory is tmp_path/plans (never the site default under /var/lib,
+    group_vars/all/main.yml), and tests name it again with -e where they read it."""
     hosts = {}
     for host, fixture in (fixtures or HOSTS).items():
         root = fixture_host(fixture)
         hosts[host] = {"passthrough_sysfs_root": f"{root}/sys", "passthrough_procfs_root": f"{root}/proc"}
         hosts[host].update((extra_host_vars or {}).get(host, {}))
-    inventory = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"},
+    inventory = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                                  "passthrough_plan_dir": str(tmp_path / "plans")},
                          "children": {"gpu_hosts": {"hosts": hosts}}}}
     path = tmp_path / "inventory.yml"
     path.write_text(yaml.safe_dump(inventory))

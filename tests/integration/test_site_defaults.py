@@ -8,6 +8,7 @@ group_vars/all).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 
@@ -63,3 +64,19 @@ def test_the_inventory_wins_over_the_site_defaults(tmp_path, group):
     # The site's nova_pci_config_node_custom_config follows the environment's kolla directory.
     want = "/srv/env-kolla|/srv/env-kolla/config"
     assert run(tmp_path, "site.yml", override_in=group) == [want, want]
+
+
+@pytest.mark.parametrize("example", ["example-aio", "example-multinode"])
+def test_the_example_inventories_take_the_site_plan_directory(example):
+    """The plan directory is set once, in the site defaults (non-empty), and every GPU host of the examples gets it."""
+    plan_dir = site_defaults()["passthrough_plan_dir"]
+    assert plan_dir.startswith("/") and plan_dir.rstrip("/")
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run(["ansible-inventory", "-i", os.path.join(ROOT, "inventory", example), "--list"],
+                          capture_output=True, text=True, env=env, timeout=120, cwd=ROOT, check=False)
+    assert proc.returncode == 0, proc.stderr
+    listing = json.loads(proc.stdout)
+    gpu_hosts = listing["gpu_hosts"]["hosts"]
+    assert gpu_hosts
+    assert {host: listing["_meta"]["hostvars"][host].get("passthrough_plan_dir") for host in gpu_hosts} == {
+        host: plan_dir for host in gpu_hosts}
