@@ -8,7 +8,6 @@ group_vars/all).
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 
@@ -67,16 +66,17 @@ def test_the_inventory_wins_over_the_site_defaults(tmp_path, group):
 
 
 @pytest.mark.parametrize("example", ["example-aio", "example-multinode"])
-def test_the_example_inventories_take_the_site_plan_directory(example):
+def test_the_example_inventories_take_the_site_plan_directory(tmp_path, example):
     """The plan directory is set once, in the site defaults (non-empty), and every GPU host of the examples gets it."""
     plan_dir = site_defaults()["passthrough_plan_dir"]
     assert plan_dir.startswith("/") and plan_dir.rstrip("/")
+    show = tmp_path / "show.yml"
+    show.write_text("- {name: Show, hosts: gpu_hosts, gather_facts: false, tasks: [{name: Plan directory, "
+                    "ansible.builtin.debug: {msg: \"PLANDIR {{ inventory_hostname }}={{ passthrough_plan_dir }}\"}}]}\n")
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run(["ansible-inventory", "-i", os.path.join(ROOT, "inventory", example), "--list"],
+    proc = subprocess.run(["ansible-playbook", "-i", os.path.join(ROOT, "inventory", example), str(show)],
                           capture_output=True, text=True, env=env, timeout=120, cwd=ROOT, check=False)
-    assert proc.returncode == 0, proc.stderr
-    listing = json.loads(proc.stdout)
-    gpu_hosts = listing["gpu_hosts"]["hosts"]
-    assert gpu_hosts
-    assert {host: listing["_meta"]["hostvars"][host].get("passthrough_plan_dir") for host in gpu_hosts} == {
-        host: plan_dir for host in gpu_hosts}
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    shown = dict(line.split("PLANDIR ", 1)[1].strip().strip('"').split("=", 1)
+                 for line in proc.stdout.splitlines() if "PLANDIR " in line)
+    assert shown and set(shown.values()) == {plan_dir}, proc.stdout
