@@ -19,12 +19,15 @@ PLAN_HOSTS = {**HOSTS, "shared": "shared-group"}
 
 
 def write_inventory(tmp_path, fixture_host, extra_host_vars=None, fixtures=None):
+    """The fixture hosts as local hosts; their plan directory is tmp_path/plans (never the site default under /var/lib,
+    group_vars/all/main.yml), and tests name it again with -e where they read it."""
     hosts = {}
     for host, fixture in (fixtures or HOSTS).items():
         root = fixture_host(fixture)
         hosts[host] = {"passthrough_sysfs_root": f"{root}/sys", "passthrough_procfs_root": f"{root}/proc"}
         hosts[host].update((extra_host_vars or {}).get(host, {}))
-    inventory = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"},
+    inventory = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                                  "passthrough_plan_dir": str(tmp_path / "plans")},
                          "children": {"gpu_hosts": {"hosts": hosts}}}}
     path = tmp_path / "inventory.yml"
     path.write_text(yaml.safe_dump(inventory))
@@ -78,7 +81,9 @@ def test_check_mode_writes_nothing_and_the_run_loads_its_own_plan(tmp_path, fixt
         {"name": "Load the plans as a later phase does", "hosts": "gpu_hosts", "gather_facts": False, "tasks": [
             {"ansible.builtin.include_role": {"name": "passthrough", "tasks_from": "load"}},
             {"ansible.builtin.assert": {"that": ["passthrough_plan.host == inventory_hostname",
-                                                 "passthrough_plan_facts.devices | length > 0"]}}]},
+                                                 "passthrough_plan_facts.devices | length > 0",
+                                                 "passthrough_plan_source == 'run'",
+                                                 "passthrough_plan_sources == {inventory_hostname: 'run'}"]}}]},
     ]))
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
     proc = subprocess.run(["ansible-playbook", "-i", str(inventory), str(playbook), "--check", "--diff",
@@ -89,6 +94,31 @@ def test_check_mode_writes_nothing_and_the_run_loads_its_own_plan(tmp_path, fixt
     assert not plans.exists()
     assert f"+++ after: {plans}/seed.json" in out, out
     assert "failed=0" in out and "failed=1" not in out
+
+
+def test_the_loader_says_it_read_the_plan_file(tmp_path, fixture_host):
+    """A plan made by an earlier run is read from its file, and the loader says so (passthrough_plan_source)."""
+    inventory = write_inventory(tmp_path, fixture_host)
+    plans = tmp_path / "plans"
+    rc, out = run_playbook(inventory, "-e", f"passthrough_plan_dir={plans}", "-e", "passthrough_show_report=false")
+    assert rc == 0, out
+    playbook = tmp_path / "load.yml"
+    playbook.write_text(yaml.safe_dump([
+        {"name": "Load the plans as a later phase does", "hosts": "gpu_hosts", "gather_facts": False, "tasks": [
+            {"ansible.builtin.include_role": {"name": "passthrough", "tasks_from": "load"}},
+            {"ansible.builtin.assert": {"that": [
+                "passthrough_plan == (lookup('ansible.builtin.file', passthrough_plan_dir ~ '/' ~ inventory_hostname"
+                " ~ '.json') | from_json).plan",
+                "passthrough_plan_source == 'file'",
+                "passthrough_plan_sources == {inventory_hostname: 'file'}",
+                "passthrough_plans_missing == {}"]}}]},
+    ]))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    proc = subprocess.run(["ansible-playbook", "-i", str(inventory), str(playbook), "-e", f"passthrough_plan_dir={plans}"],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=ROOT, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert {host: r["failed"] for host, r in recap(out).items()} == {host: 0 for host in HOSTS}, out
 
 
 def test_bad_policy_names_host_key_and_fix(tmp_path, fixture_host):

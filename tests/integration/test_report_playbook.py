@@ -128,3 +128,36 @@ def test_fleet_report_in_a_real_browser(tmp_path, fixture_host):
                            f"report_html_path={other}/fleet.html", "-e", f"report_markdown_path={other}/fleet.md",
                            playbook="report.yml")
     assert rc == 0 and not other.exists(), out
+
+
+def test_report_loads_plans_through_the_loader(tmp_path, fixture_host):
+    """The report reads the plans through the one loader: a host without a plan file is a row with its error, the plan
+    file of a host another slice holds is in the report, and a stale plan file is refused with the command to run."""
+    inventory = write_inventory(tmp_path, fixture_host)
+    plans = tmp_path / "plans"
+    rc, out = run_playbook(inventory, "-e", f"passthrough_plan_dir={plans}", "-e", "passthrough_show_report=false")
+    assert rc == 0, out
+    # Another slice's host: a copy of seed's plan as the plan of "other".
+    other = json.loads((plans / "seed.json").read_text())
+    other["plan"]["host"] = "other"
+    (plans / "other.json").write_text(json.dumps(other))
+    (plans / "intel.json").unlink()
+    markdown = tmp_path / "out" / "fleet.md"
+    where = ("-e", f"passthrough_plan_dir={plans}", "-e", f"report_html_path={tmp_path}/out/fleet.html",
+             "-e", f"report_markdown_path={markdown}")
+    rc, out = run_playbook(inventory, *where, playbook="report.yml")
+    assert rc == 0, out
+    flat = " ".join(out.split())
+    assert "4 host(s), 9 GPU(s) offered" in flat, out
+    assert (f"no plan file for intel (file not found: {plans}/intel.json): run the plan phase "
+            "(ansible-playbook playbooks/plan.yml) with passthrough_plan_dir set") in flat, out
+    md = markdown.read_text()
+    assert "| tesla-v100 | Tesla V100 PCIe 16GB | type-PCI | 8 | other (4), seed (4) |" in md, md
+
+    # A plan made with another policy than the host's current one is stale: refused, naming the fix.
+    stale = write_inventory(tmp_path, fixture_host, {"seed": {"passthrough_policy": {"exclude": ["0000:27:00.0"]}}})
+    rc, out = run_playbook(stale, *where, playbook="report.yml")
+    flat = " ".join(out.split())
+    assert rc != 0, out
+    assert f"passthrough_plan_load: host seed: plan file {plans}/seed.json is stale" in flat, out
+    assert "run: ansible-playbook playbooks/plan.yml -i inventory/<env> --limit seed" in flat, out

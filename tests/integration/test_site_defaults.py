@@ -63,3 +63,20 @@ def test_the_inventory_wins_over_the_site_defaults(tmp_path, group):
     # The site's nova_pci_config_node_custom_config follows the environment's kolla directory.
     want = "/srv/env-kolla|/srv/env-kolla/config"
     assert run(tmp_path, "site.yml", override_in=group) == [want, want]
+
+
+@pytest.mark.parametrize("example", ["example-aio", "example-multinode"])
+def test_the_example_inventories_take_the_site_plan_directory(tmp_path, example):
+    """The plan directory is set once, in the site defaults (non-empty), and every GPU host of the examples gets it."""
+    plan_dir = site_defaults()["passthrough_plan_dir"]
+    assert plan_dir.startswith("/") and plan_dir.rstrip("/")
+    show = tmp_path / "show.yml"
+    show.write_text("- {name: Show, hosts: gpu_hosts, gather_facts: false, tasks: [{name: Plan directory, "
+                    "ansible.builtin.debug: {msg: \"PLANDIR {{ inventory_hostname }}={{ passthrough_plan_dir }}\"}}]}\n")
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run(["ansible-playbook", "-i", os.path.join(ROOT, "inventory", example), str(show)],
+                          capture_output=True, text=True, env=env, timeout=120, cwd=ROOT, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    shown = dict(line.split("PLANDIR ", 1)[1].strip().strip('"').split("=", 1)
+                 for line in proc.stdout.splitlines() if "PLANDIR " in line)
+    assert shown and set(shown.values()) == {plan_dir}, proc.stdout

@@ -25,12 +25,14 @@ def alias(name="tesla-v100", product="1db4", device_type="type-PCI", vendor="10d
 
 
 def write_inventory(path, gpu_hosts, control=("ctl1",), extra_groups=None):
-    """An inventory with a local deploy host, GPU hosts and a controller."""
+    """An inventory with a local deploy host, GPU hosts and a controller. Its plan directory is beside it (never
+    the site default under /var/lib, group_vars/all/main.yml); a test's extra variables may name another."""
     groups = {"gpu_hosts": {"hosts": {h: {} for h in gpu_hosts}},
               "control": {"hosts": {h: {} for h in control}}}
     groups.update(extra_groups or {})
     inv = {"all": {"hosts": {"localhost": {"ansible_connection": "local",
                                            "ansible_python_interpreter": sys.executable}},
+                   "vars": {"passthrough_plan_dir": str(pathlib.Path(path).resolve().parent / "plans")},
                    "children": groups}}
     path.write_text(json.dumps(inv))
     return path
