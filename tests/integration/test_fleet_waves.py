@@ -21,6 +21,9 @@ pytestmark = pytest.mark.integration
 
 fleet = load_source("fleet_inventory", os.path.join("bench", "fleet", "fleet_inventory.py"))
 hl = load_source("host_lock_rules", os.path.join("module_utils", "host_lock.py"))
+# The reboots' own timestamps (scripts/timed_command.py) and how many overlapped: bench/fleet/slices.py's reading.
+_slices = load_source("slices", os.path.join("bench", "fleet", "slices.py"))
+reboots, most_at_once = _slices.reboots, _slices.most_at_once
 PLAYBOOK = os.path.join(ROOT, "bench", "fleet", "plan_host.yml")
 
 
@@ -59,24 +62,6 @@ def finish(proc, log):
     proc.wait(900)
     with open(log, encoding="utf-8") as handle:
         return proc.returncode, handle.read()
-
-
-def reboots(directory):
-    path = os.path.join(directory, "state", "reboots.jsonl")
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle]
-
-
-def most_at_once(records):
-    """The largest number of reboots running at the same moment."""
-    events = sorted([(r["start"], 1) for r in records] + [(r["end"], -1) for r in records])
-    running = peak = 0
-    for _moment, step in events:
-        running += step
-        peak = max(peak, running)
-    return peak
 
 
 def test_batch_two_of_six_reboots_at_most_two_at_a_time(tmp_path):
