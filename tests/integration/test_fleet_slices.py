@@ -42,7 +42,7 @@ def test_the_cloud_phase_refuses_a_slice(tmp_path):
         (plans / f"{host}.json").write_text("{}")
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"children": {"gpu_hosts": {"hosts": {"gpu-001": {}}}}, "vars": {
-        "passthrough_plan_dir": str(plans), "ansible_connection": "local", "cloud_resources_cloud": "nowhere",
+        "passthrough_plan_dir": str(plans), "ansible_connection": "local", "cloud_name": "nowhere",
         "ansible_python_interpreter": sys.executable}}}))
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                OS_CLIENT_CONFIG_FILE=str(tmp_path / "absent-clouds.yaml"))
