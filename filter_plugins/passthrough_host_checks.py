@@ -1,14 +1,17 @@
-"""The passthrough_host role's refusals, each a message naming the host, the variable or device and the fix.
+"""The refusals of the passthrough_host and passthrough_rollout roles, each a message naming the host, the variable
+or device and the fix.
 
-One filter per check point of the role, so a host is checked in one task there instead of one task per rule
+One filter per check point of a role, so a host is checked in one task there instead of one task per rule
 (on a fleet, every task costs the controller a worker per host):
 
-* ``passthrough_host_var_errors``: the role's own variables, before anything is read or written
-  (tasks/preflight_vars.yml);
+* ``passthrough_host_var_errors``: the host role's own variables, before anything is read or written
+  (roles/passthrough_host tasks/preflight_vars.yml);
 * ``passthrough_host_preflight_errors``: the host's stored plan and the facts it was made from, before
-  anything is written (tasks/preflight.yml).
+  anything is written (roles/passthrough_host tasks/preflight.yml);
+* ``passthrough_rollout_var_errors``: the rollout's drain variables, before the host role writes anything
+  (roles/passthrough_rollout tasks/check.yml; the batch's rule is filter_plugins/reboot_waves.py's).
 
-Both return a list of messages, empty when nothing is wrong; the role asserts the list is empty and joins the
+Each returns a list of messages, empty when nothing is wrong; the role asserts the list is empty and joins the
 messages into one failure.
 """
 
@@ -106,6 +109,17 @@ def var_errors(values, host, family="", supported=("Debian", "RedHat")):
             "passthrough_host_bmc_password is empty: put both in the host's vaulted variables, or unset "
             "passthrough_host_bmc_address to skip the firmware phase.")
 
+    return errors
+
+
+def rollout_var_errors(values, host):
+    """The refusals of the passthrough_rollout role's drain variables (its batch: reboot_waves.py's batch_errors).
+
+    :param values: the drain's variables by name (passthrough_host_drain_cloud, passthrough_host_drain_clouds_yaml,
+        passthrough_host_drain_timeout, passthrough_host_nova_host: the names of roles/passthrough_rollout).
+    :param host: the inventory hostname, named in every message.
+    """
+    errors = []
     clouds_yaml = locations.path_problem("passthrough_host_drain_clouds_yaml",
                                          values.get("passthrough_host_drain_clouds_yaml", ""), allow_empty=True)
     if clouds_yaml:
@@ -215,4 +229,5 @@ class FilterModule:
             "passthrough_host_var_errors": var_errors,
             "passthrough_host_preflight_errors": preflight_errors,
             "passthrough_host_has_work": has_work,
+            "passthrough_rollout_var_errors": rollout_var_errors,
         }

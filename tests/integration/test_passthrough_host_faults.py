@@ -201,7 +201,11 @@ def run(tmp_path_factory, bmc):
                          "children": {"gpu_hosts": {"hosts": hosts}}}}
     (base / "inventory.yml").write_text(yaml.safe_dump(inventory))
     playbook = base / "play.yml"
+    # As playbooks/host.yml's first play: the rollout's variables checked first (its batch), then the roles.
+    check = {"name": "Check the rollout's variables",
+             "ansible.builtin.include_role": {"name": "passthrough_rollout", "tasks_from": "check"}}
     playbook.write_text(yaml.safe_dump([{"name": "Faults", "hosts": "gpu_hosts", "gather_facts": False,
+                                         "pre_tasks": [check],
                                          "roles": [{"role": "passthrough"}, {"role": "passthrough_host"}]}]))
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
                ANSIBLE_ROLES_PATH=str(REPO / "roles"), ANSIBLE_LIBRARY=str(REPO / "library"),

@@ -75,8 +75,9 @@ def test_bmc_address_refuses_other_schemes_and_paths(value, words):
 def test_role_variables_name_the_variable_and_host():
     errors = checks.var_errors({"passthrough_host_root": "/", "passthrough_host_reboot_timeout": 5,
                                 "passthrough_host_lock_file": "lock", "passthrough_host_bmc_address": "http://b",
-                                "passthrough_host_bmc_username": "u", "passthrough_host_bmc_password": "p",
-                                "passthrough_host_drain_clouds_yaml": "clouds.yaml"}, "h1", family="Debian")
+                                "passthrough_host_bmc_username": "u", "passthrough_host_bmc_password": "p"},
+                               "h1", family="Debian")
+    errors += checks.rollout_var_errors({"passthrough_host_drain_clouds_yaml": "clouds.yaml"}, "h1")
     text = " ".join(errors)
     assert "h1: passthrough_host_lock_file (lock) is not an absolute path" in text
     assert "h1: passthrough_host_bmc_address (http://b) uses http://" in text

@@ -28,5 +28,5 @@ def test_the_code_names_no_cloud_at_all():
     with open(os.path.join(ROOT, "group_vars/all/main.yml"), encoding="utf-8") as handle:
         site = yaml.safe_load(handle)
     assert site["cloud_name"] == "" and site["cloud_auth"] == {} and site["cloud_clouds_yaml"] == ""
-    with open(os.path.join(ROOT, "roles/passthrough_host/defaults/main.yml"), encoding="utf-8") as handle:
+    with open(os.path.join(ROOT, "roles/passthrough_rollout/defaults/main.yml"), encoding="utf-8") as handle:
         assert yaml.safe_load(handle)["passthrough_host_drain_cloud"] == ""

@@ -29,14 +29,24 @@ GOOD_VARS = {
     "passthrough_host_bmc_address": "",
     "passthrough_host_bmc_username": "",
     "passthrough_host_bmc_password": "",
-    "passthrough_host_drain_cloud": "",
-    "passthrough_host_drain_timeout": 1800,
-    "passthrough_host_nova_host": "gpu1",
 }
 
 
 def var_errors(family="Debian", **changes):
     return checks.var_errors(dict(GOOD_VARS, **changes), "gpu1", family=family, supported=["Debian", "RedHat"])
+
+
+# The passthrough_rollout role's drain variables, as its defaults set them.
+GOOD_ROLLOUT_VARS = {
+    "passthrough_host_drain_cloud": "",
+    "passthrough_host_drain_clouds_yaml": "",
+    "passthrough_host_drain_timeout": 1800,
+    "passthrough_host_nova_host": "gpu1",
+}
+
+
+def rollout_errors(**changes):
+    return checks.rollout_var_errors(dict(GOOD_ROLLOUT_VARS, **changes), "gpu1")
 
 
 def test_the_defaults_pass():
@@ -81,12 +91,12 @@ def test_bmc_without_credentials_and_drain_without_a_timeout():
                    "passthrough_host_bmc_address to skip the firmware phase."]
     assert var_errors(passthrough_host_bmc_address="10.0.0.5", passthrough_host_bmc_username="admin",
                       passthrough_host_bmc_password="s3cret") == []
-    drain = var_errors(passthrough_host_drain_cloud="ogc", passthrough_host_drain_timeout=-1)
+    drain = rollout_errors(passthrough_host_drain_cloud="ogc", passthrough_host_drain_timeout=-1)
     assert drain[0].startswith("gpu1: passthrough_host_drain_timeout (-1) must be a positive number of seconds")
-    assert var_errors(passthrough_host_drain_cloud="ogc", passthrough_host_nova_host="")[0].endswith(
+    assert rollout_errors(passthrough_host_drain_cloud="ogc", passthrough_host_nova_host="")[0].endswith(
         "passthrough_host_nova_host () the host's name in Nova (openstack compute service list).")
     # Without a drain cloud the drain settings are not read.
-    assert var_errors(passthrough_host_drain_timeout=0) == []
+    assert rollout_errors(passthrough_host_drain_timeout=0) == []
 
 
 def test_every_problem_is_reported_at_once():

@@ -41,7 +41,7 @@ def test_emulator_saw_exactly_one_reset(host):
     assert log.count("PATCH /redfish/v1/Systems/") == 1
 
 
-def test_host_configured_after_the_firmware(host):
+def test_host_configured_with_the_firmware(host):
     assert "iommu=pt vfio-pci.ids=10de:1db4" in sandbox.cmdline_value(host)
     assert sandbox.driver(host, "0000:27:00.0") == "vfio-pci"
     assert len(sandbox.reboots(host)) == 1
