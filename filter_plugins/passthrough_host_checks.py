@@ -8,6 +8,8 @@ One filter per check point of a role, so a host is checked in one task there ins
   (roles/passthrough_host tasks/preflight_vars.yml);
 * ``passthrough_host_preflight_errors``: the host's stored plan and the facts it was made from, before
   anything is written (roles/passthrough_host tasks/preflight.yml);
+* ``passthrough_host_bios_enables``: what the BIOS attributes staged on the BMC switch on (roles/passthrough_host
+  tasks/firmware.yml), which the preflight does not refuse as off;
 * ``passthrough_rollout_var_errors``: the rollout's drain variables, before the host role writes anything
   (roles/passthrough_rollout tasks/check.yml; the batch's rule is filter_plugins/reboot_waves.py's).
 
@@ -136,9 +138,32 @@ def rollout_var_errors(values, host):
     return errors
 
 
-def preflight_errors(plan, facts, host, policy=None, expect_no_gpus=False):
+def bios_enables(purposes, changes):
+    """What the BIOS attributes staged on the BMC switch on at the power cycle that applies them (firmware.yml).
+
+    :param purposes: the vendor's table, purpose (virtualization, iommu, sriov) -> {attribute: value}.
+    :param changes: the attributes staged (those whose current value differs).
+    :returns: the purposes among virtualization and iommu that a staged attribute serves, sorted. A vendor whose
+        table has no iommu attribute ties the IOMMU to CPU virtualization (Dell: ProcVirtualization switches both),
+        so staged virtualization switches the IOMMU on as well.
+    """
+    if not isinstance(purposes, dict) or not isinstance(changes, dict):
+        return []
+    staged = {name for name, attrs in purposes.items()
+              if isinstance(attrs, dict) and any(key in changes and changes[key] == value
+                                                 for key, value in attrs.items())}
+    if "virtualization" in staged and not purposes.get("iommu"):
+        staged.add("iommu")
+    return sorted(staged & {"virtualization", "iommu"})
+
+
+def preflight_errors(plan, facts, host, policy=None, expect_no_gpus=False, firmware_enables=()):
     """What stops the host before anything is written: no CPU virtualization, an IOMMU that a reboot cannot
     switch on, a plan that selects nothing (unless expected), devices kept on the host that cost a GPU.
+
+    CPU virtualization or an IOMMU that is off now is no refusal when BIOS attributes staged on the BMC switch it on
+    (``firmware_enables``, from bios_enables): the power cycle of the host's reboot applies them, and the
+    verification after it reads the host again.
 
     A host that is itself a virtual machine (facts ``hypervisor``: the CPU's hypervisor flag) and whose CPU shows no
     svm/vmx is refused as what it is, not sent to its firmware setup: a GPU passed into a VM reaches Nova's guests
@@ -150,6 +175,7 @@ def preflight_errors(plan, facts, host, policy=None, expect_no_gpus=False):
     :param host: the inventory hostname.
     :param policy: the host's passthrough_policy (its keep_on_host and exclude are named in the fix).
     :param expect_no_gpus: passthrough_host_expect_no_gpus.
+    :param firmware_enables: what the staged BIOS attributes switch on (bios_enables).
     """
     policy = policy if isinstance(policy, dict) else {}
     errors = []
@@ -183,13 +209,13 @@ def preflight_errors(plan, facts, host, policy=None, expect_no_gpus=False):
             f"hypervisor offers nested virtualization and a virtual IOMMU, so nothing is written{reboot}. Use "
             "bare-metal hosts for gpu_hosts: remove this host from the gpu_hosts group (or, where its hypervisor "
             f"can, give the VM nested virtualization ({flag}) and a virtual IOMMU, then run this play again).")
-    elif facts.get("virtualization") is None:
+    elif facts.get("virtualization") is None and "virtualization" not in firmware_enables:
         errors.append(
             f"{host}: the {facts.get('cpu_model') or 'CPU'} shows no {flag} flag in "
             "/proc/cpuinfo: hardware virtualization is off. Enable SVM Mode (AMD) / VT-x (Intel) in the firmware "
             "setup (or set it through the BMC with passthrough_host_bmc_address), then run this play again.")
 
-    if not (facts.get("iommu_enabled") or blocking or enabling or guest_refused):
+    if not (facts.get("iommu_enabled") or blocking or enabling or guest_refused or "iommu" in firmware_enables):
         why = ("on AMD the firmware switches it on and nothing on the running command line turns it off"
                if vendor == "amd" else "the running kernel command line already asks for it")
         fix = ("This host is itself a virtual machine (the hypervisor flag in /proc/cpuinfo): its IOMMU can only be "
@@ -229,5 +255,6 @@ class FilterModule:
             "passthrough_host_var_errors": var_errors,
             "passthrough_host_preflight_errors": preflight_errors,
             "passthrough_host_has_work": has_work,
+            "passthrough_host_bios_enables": bios_enables,
             "passthrough_rollout_var_errors": rollout_var_errors,
         }

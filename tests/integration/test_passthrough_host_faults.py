@@ -43,6 +43,12 @@ def cases():
     no_virt = copy.deepcopy(seed)
     no_virt["cpu"]["virtualization"] = False
     out["no-virt"] = (no_virt, {})
+    # The same host with a BMC: SVM off now, switched on by the BIOS attributes the role stages; the power cycle of
+    # its reboot applies them, after which the host runs as seed-v100 does (the reboot's fixture).
+    out["bmc-enables-virt"] = (copy.deepcopy(no_virt), {
+        "passthrough_host_bmc_bios_attributes_extra": {
+            "sushy emulator": {"virtualization": {"SVMMode": "Enabled"}, "iommu": {"IOMMU": "Enabled"}, "sriov": {}}},
+        "passthrough_host_reboot_command": "AS-SEED"})
     vtd_off = copy.deepcopy(intel)
     vtd_off["firmware"] = {"iommu": False}
     out["vtd-off"] = (vtd_off, {})
@@ -130,7 +136,7 @@ def bmc(tmp_path_factory):
     log = open(workdir / "bmc.log", "w", encoding="utf-8")  # pylint: disable=consider-using-with
     proc = subprocess.Popen(  # pylint: disable=consider-using-with
         [SUSHY_PY, str(HELPERS / "redfish_emulator.py"), "--dir", str(workdir), "--port", str(port),
-         "--user", "ogc-admin", "--password", "right-password", "--lifetime", "300"],
+         "--user", "ogc-admin", "--password", "right-password", "--lifetime", "900"],
         stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -182,6 +188,11 @@ def run(tmp_path_factory, bmc):
         hostvars.update(extra)
         if hostvars.get("passthrough_host_bmc_address") == "https://BMC/":
             hostvars["passthrough_host_bmc_address"] = f"https://{bmc}/"
+        if hostvars["passthrough_host_reboot_command"] == "AS-SEED":
+            after = base / (safe + "-after-reboot.yml")
+            after.write_text(yaml.safe_dump(fixture("seed-v100")))
+            hostvars["passthrough_host_reboot_command"] = [PY, str(REPO / "scripts" / "simulate_reboot.py"), str(after),
+                                                           str(root)]
         if hostvars["passthrough_host_reboot_command"] == "NO-EFFECT":
             hostvars["passthrough_host_reboot_command"] = [
                 "sh", "-c", 'mkdir -p "$1/proc/sys/kernel/random" && '
@@ -365,6 +376,20 @@ def test_bad_reboot_batch_is_refused_before_anything_is_written(run):
     msg = failure(run, "bad-batch")
     assert msg.startswith("bad-batch: passthrough_host_reboot_batch='half' must be a percentage from 1% to 100%")
     nothing_written(run, "bad-batch")
+
+
+def test_bios_attributes_that_switch_on_virtualization_are_staged_and_applied_by_the_reboot(run):
+    name = "bmc-enables-virt"
+    assert name not in run["failures"], run["failures"].get(name)
+    changed = run["changed_tasks"][name]
+    # Staged before the files, applied by the reboot's power cycle after them; the OS reboot for what still lacked.
+    order = [next((i for i, task in enumerate(changed) if task.startswith(prefix)), None)
+             for prefix in ("passthrough_host : Stage the BIOS attributes that differ",
+                            "passthrough_host : Write the vfio files", "passthrough_host : Power-cycle through the BMC",
+                            "passthrough_host : Reboot through passthrough_host_reboot_command")]
+    assert None not in order and order == sorted(order), changed
+    assert len((root_of(run, name) / ".simulated-reboots").read_text().splitlines()) == 1
+    assert "svm" in (root_of(run, name) / "proc" / "cpuinfo").read_text()
 
 
 def test_bmc_unreachable(run):

@@ -185,6 +185,39 @@ def test_an_iommu_a_reboot_cannot_switch_on_is_refused(facts, refused):
         assert "the IOMMU is inactive (no /sys/kernel/iommu_groups) and a reboot cannot change that" in errors[0]
 
 
+DELL = {"virtualization": {"ProcVirtualization": "Enabled"}, "iommu": {}, "sriov": {"SriovGlobalEnable": "Enabled"}}
+SUPERMICRO = {"virtualization": {"SVMMode": "Enabled"}, "iommu": {"IOMMU": "Enabled"},
+              "sriov": {"SR_IOVSupport": "Enabled"}}
+
+
+@pytest.mark.parametrize("purposes, changes, enables", [
+    (SUPERMICRO, {}, []),
+    (SUPERMICRO, {"SVMMode": "Enabled"}, ["virtualization"]),
+    (SUPERMICRO, {"IOMMU": "Enabled"}, ["iommu"]),
+    (SUPERMICRO, {"SR_IOVSupport": "Enabled"}, []),
+    (SUPERMICRO, {"SVMMode": "Enabled", "IOMMU": "Enabled"}, ["iommu", "virtualization"]),
+    # Dell's table has no IOMMU attribute: ProcVirtualization switches VT-d / AMD-Vi as well.
+    (DELL, {"ProcVirtualization": "Enabled"}, ["iommu", "virtualization"]),
+    (DELL, {"SriovGlobalEnable": "Enabled"}, []),
+    ({}, {"SVMMode": "Enabled"}, []),
+    (None, None, []),
+])
+def test_what_the_staged_bios_attributes_switch_on(purposes, changes, enables):
+    assert checks.bios_enables(purposes, changes) == enables
+
+
+def test_what_staged_bios_attributes_switch_on_is_not_refused_as_off():
+    # SVM off now, staged on the BMC: the reboot's power cycle applies it (roles/passthrough_host firmware.yml).
+    assert preflight(facts={"virtualization": None}, firmware_enables=["virtualization"]) == []
+    # The AMD IOMMU off in the firmware: no refusal once the firmware's IOMMU attribute is staged; still one for SVM.
+    off = {"virtualization": None, "iommu_enabled": False}
+    assert preflight(facts=off, firmware_enables=["iommu", "virtualization"]) == []
+    only_iommu = preflight(facts=off, firmware_enables=["iommu"])
+    assert len(only_iommu) == 1 and "shows no svm flag" in only_iommu[0]
+    # A virtual machine is refused as one whatever is staged (it has no BMC of its own to stage anything on).
+    assert preflight(facts={"virtualization": None, "hypervisor": True}, firmware_enables=["virtualization"])
+
+
 def test_a_plan_selecting_nothing_is_refused_unless_expected():
     empty = {"selected": [], "vfio_devices": [], "notes": ["IOMMU off"], "excluded": [{"reason": "audio"}]}
     assert preflight(plan=empty)[0].startswith(
