@@ -27,6 +27,7 @@ runpy.run_path(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 
 from ansible.module_utils import kernel_cmdline  # noqa: E402  pylint: disable=wrong-import-position
 from ansible.module_utils import locations  # noqa: E402  pylint: disable=wrong-import-position
+from ansible.module_utils import passthrough_verify  # noqa: E402  pylint: disable=wrong-import-position
 
 # The path variables a host's root is put in front of; those of OPTIONAL_PATH_VARS may be empty (the boot-config
 # output: the family's own).
@@ -218,9 +219,7 @@ def preflight_errors(plan, facts, host, policy=None, expect_no_gpus=False, firmw
     if not (facts.get("iommu_enabled") or blocking or enabling or guest_refused or "iommu" in firmware_enables):
         why = ("on AMD the firmware switches it on and nothing on the running command line turns it off"
                if vendor == "amd" else "the running kernel command line already asks for it")
-        fix = ("This host is itself a virtual machine (the hypervisor flag in /proc/cpuinfo): its IOMMU can only be "
-               "a virtual one that its hypervisor offers. Give the VM a virtual IOMMU there, or use a bare-metal host "
-               "for gpu_hosts (remove this one from the group), then run this play again." if guest else
+        fix = (passthrough_verify.VM_IOMMU_FIX if guest else
                "Enable AMD-Vi/IOMMU or VT-d in the firmware setup (or through the BMC with "
                "passthrough_host_bmc_address), then reboot and run this play again.")
         errors.append(

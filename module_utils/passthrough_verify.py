@@ -97,6 +97,13 @@ def _unique(items):
     return out
 
 
+# What a virtual machine without an IOMMU is told (the facts' ``hypervisor``: the CPU's hypervisor flag): no firmware
+# setup of its own switches one on. Also the host role's preflight (filter_plugins/passthrough_host_checks.py).
+VM_IOMMU_FIX = ("This host is itself a virtual machine (the hypervisor flag in /proc/cpuinfo): its IOMMU can only be "
+                "a virtual one that its hypervisor offers. Give the VM a virtual IOMMU there, or use a bare-metal host "
+                "for gpu_hosts (remove this one from the group), then run this play again.")
+
+
 def verify(facts, plan, host=None, fresh=None):
     """The problems of a host against its plan, as a list of dicts (empty when the host is as planned).
 
@@ -125,9 +132,10 @@ def verify(facts, plan, host=None, fresh=None):
         cmdline = " ".join(facts.get("kernel_cmdline") or [])
         problems.append(_problem(
             "iommu_inactive", host,
-            f'{host}: the IOMMU is still inactive after booting with "{cmdline}" (no /sys/kernel/iommu_groups): '
-            "enable AMD-Vi/IOMMU or VT-d in the firmware setup (passthrough_host_bmc_address can do it through the "
-            "BMC), reboot, and run this play again."))
+            f'{host}: the IOMMU is still inactive after booting with "{cmdline}" (no /sys/kernel/iommu_groups)'
+            + (". " + VM_IOMMU_FIX if facts.get("hypervisor") is True else
+               ": enable AMD-Vi/IOMMU or VT-d in the firmware setup (passthrough_host_bmc_address can do it through "
+               "the BMC), reboot, and run this play again.")))
     args = " ".join(plan.get("kernel_args") or []) or "-"
     not_vfio = set()
     for address in expected:

@@ -63,6 +63,9 @@ def test_iommu_inactive_names_the_command_line_and_the_firmware(seed):
     assert causes(problems) == ["iommu_inactive"]
     assert problems[0]["message"].startswith('seed: the IOMMU is still inactive after booting with "ro iommu=pt')
     assert "enable AMD-Vi/IOMMU or VT-d in the firmware setup" in problems[0]["message"]
+    # A virtual machine has no firmware setup of its own to switch an IOMMU on: it is told of its hypervisor.
+    guest = passthrough_verify.verify(dict(now, hypervisor=True), plan, "seed", fresh=fresh(now))
+    assert guest[0]["message"].endswith(passthrough_verify.VM_IOMMU_FIX) and "firmware" not in guest[0]["message"]
 
 
 def test_device_missing_selected_and_group_mate(seed):
