@@ -39,18 +39,21 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import runpy
 import shutil
 import sys
 import tarfile
 import tempfile
 
 # The project's PCI identifier rules (module_utils/pci_address.py, pure Python), as discovery uses them, for
-# building trees from fixtures. playbooks/capture.yml copies this file alone to a host, where only `capture`
-# runs: it needs no identifier rules there.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils"))
+# building trees from fixtures: ansible.module_utils.pci_address, joined by the route the controller plugins take
+# (plugin_utils/module_utils_route.py). playbooks/capture.yml copies this file alone to a host, where only
+# `capture` runs: it needs no identifier rules there (and finds neither the route nor, maybe, Ansible).
 try:
-    import pci_address  # noqa: E402  pylint: disable=wrong-import-position
-except ImportError:  # pragma: no cover - on a captured host
+    runpy.run_path(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "plugin_utils",
+                                "module_utils_route.py"))
+    from ansible.module_utils import pci_address
+except (ImportError, OSError):  # pragma: no cover - on a captured host
     pci_address = None
 
 CLASS_RE = re.compile(r"^[0-9a-f]{6}$")

@@ -7,6 +7,7 @@ import importlib.util
 import json
 import os
 import re
+import runpy
 import subprocess
 import sys
 import time
@@ -16,6 +17,8 @@ FIXTURES = os.path.join(ROOT, "fixtures", "hosts")
 TESTCLOUD = os.path.join(ROOT, "scripts", "testcloud.sh")
 # The PCI ID database from Debian's pci.ids package (hwdata links its /usr/share/hwdata/pci.ids here).
 PCI_IDS = "/usr/share/misc/pci.ids"
+# The one route to the project's module_utils/ (the controller plugins' and the tests' alike).
+MODULE_UTILS_ROUTE = os.path.join(ROOT, "plugin_utils", "module_utils_route.py")
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
@@ -34,15 +37,25 @@ def openstack_python() -> str:
     return os.path.join(venv, "bin", "python")
 
 
+def join_module_utils() -> None:
+    """Make the repository's module_utils/ part of the ``ansible.module_utils`` package, as ansible.cfg's
+    ``module_utils`` setting does for ansible-playbook, by the route the controller plugins take
+    (plugin_utils/module_utils_route.py): ``ansible.module_utils.<ours>`` imports then load."""
+    runpy.run_path(MODULE_UTILS_ROUTE)
+
+
+def module_util(name: str):
+    """module_utils/<name> of the repository, imported as ``ansible.module_utils.<name>`` (join_module_utils)."""
+    join_module_utils()
+    return importlib.import_module(f"ansible.module_utils.{name}")
+
+
 def load_source(name: str, relpath: str):
     """Import a module from a file of the repo (library/, filter_plugins/, scripts/).
 
-    The repository's module_utils joins the ``ansible.module_utils`` package first, as ansible.cfg's
-    ``module_utils`` setting does for ansible-playbook, so a module importing one of ours loads."""
-    import ansible.module_utils  # pylint: disable=import-outside-toplevel
-
-    if os.path.join(ROOT, "module_utils") not in ansible.module_utils.__path__:
-        ansible.module_utils.__path__.append(os.path.join(ROOT, "module_utils"))
+    The repository's module_utils joins the ``ansible.module_utils`` package first (join_module_utils), so a
+    module importing one of ours loads."""
+    join_module_utils()
     spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, relpath))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -53,11 +66,7 @@ def load_library_module(name: str):
     """Import library/<name>.py (a module of ours) for in-process tests.
 
     Its `ansible.module_utils.<ours>` imports resolve to the repo's module_utils/, as ansible.cfg's
-    `module_utils = module_utils` makes them for ansible-playbook."""
-    import ansible.module_utils  # pylint: disable=import-outside-toplevel
-
-    if os.path.join(ROOT, "module_utils") not in ansible.module_utils.__path__:
-        ansible.module_utils.__path__.append(os.path.join(ROOT, "module_utils"))
+    `module_utils = module_utils` makes them for ansible-playbook (load_source joins them)."""
     return load_source(name, os.path.join("library", name + ".py"))
 
 

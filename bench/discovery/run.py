@@ -16,6 +16,7 @@ import argparse
 import importlib.util
 import json
 import os
+import runpy
 import statistics
 import subprocess
 import sys
@@ -23,8 +24,10 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# The module imports the repo's module_utils as ansible.module_utils.* (AnsiballZ packs them for Ansible).
-RUNNER = ("import runpy, sys, ansible.module_utils; ansible.module_utils.__path__.append(sys.argv[1]); "
+# The module imports the repo's module_utils as ansible.module_utils.* (AnsiballZ packs them for Ansible): the
+# route file the controller plugins run joins them, here and in the module's process.
+MODULE_UTILS_ROUTE = os.path.join(ROOT, "plugin_utils", "module_utils_route.py")
+RUNNER = ("import runpy, sys; runpy.run_path(sys.argv[1]); "
           "sys.argv = sys.argv[2:]; runpy.run_path(sys.argv[0], run_name='__main__')")
 
 
@@ -49,9 +52,7 @@ def main():
     parser.add_argument("--devices", type=int, nargs="+", default=[1000, 5000, 20000])
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    import ansible.module_utils  # pylint: disable=import-outside-toplevel
-
-    ansible.module_utils.__path__.append(os.path.join(ROOT, "module_utils"))
+    runpy.run_path(MODULE_UTILS_ROUTE)
     from ansible.module_utils import pci_ids  # pylint: disable=import-outside-toplevel
 
     mock = load("mock_sysfs", "scripts/mock_sysfs.py")
@@ -73,7 +74,7 @@ def main():
             payload = json.dumps({"ANSIBLE_MODULE_ARGS": {"sysfs_root": sysfs, "procfs_root": procfs}})
 
             def run_module():
-                subprocess.run([sys.executable, "-c", RUNNER, os.path.join(ROOT, "module_utils"), module_path], input=payload, capture_output=True, text=True, check=True)
+                subprocess.run([sys.executable, "-c", RUNNER, MODULE_UTILS_ROUTE, module_path], input=payload, capture_output=True, text=True, check=True)
 
             t_module = median_seconds(run_module, args.repeat)
             t_plan = median_seconds(lambda: planner.passthrough_plan(facts, {}, "bench"), args.repeat)

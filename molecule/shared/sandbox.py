@@ -27,7 +27,11 @@ def exists(host, rel):
 
 def calls(host):
     """The commands the role ran (recorded by scripts/record_command.py), as argv lists."""
-    log = state(host) / "calls.jsonl"
+    return recorded_calls(state(host) / "calls.jsonl")
+
+
+def recorded_calls(log):
+    """The commands recorded in a log of scripts/record_command.py, as argv lists (none without a log)."""
     if not log.exists():
         return []
     entries = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
@@ -35,7 +39,12 @@ def calls(host):
 
 
 def reboots(host):
-    path = root(host) / ".simulated-reboots"
+    return simulated_reboots(root(host))
+
+
+def simulated_reboots(sandbox_root):
+    """The kernel lines of the reboots scripts/simulate_reboot.py made in a sandbox root."""
+    path = sandbox_root / ".simulated-reboots"
     return path.read_text().splitlines() if path.exists() else []
 
 
@@ -47,7 +56,12 @@ def cmdline_value(host, variable="GRUB_CMDLINE_LINUX_DEFAULT"):
 
 
 def driver(host, address):
-    link = root(host) / "sys" / "bus" / "pci" / "devices" / address / "driver"
+    return bound_driver(root(host), address)
+
+
+def bound_driver(sandbox_root, address):
+    """The driver a PCI function of a sandbox root's sysfs is bound to (None when unbound)."""
+    link = sandbox_root / "sys" / "bus" / "pci" / "devices" / address / "driver"
     return os.path.basename(os.readlink(link)) if os.path.islink(link) else None
 
 

@@ -15,12 +15,12 @@ import time
 import pytest
 import yaml
 
-from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, load_source
+from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, load_source, module_util
 
 pytestmark = pytest.mark.integration
 
 fleet = load_source("fleet_inventory", os.path.join("bench", "fleet", "fleet_inventory.py"))
-hl = load_source("host_lock_rules", os.path.join("module_utils", "host_lock.py"))
+hl = module_util("host_lock")
 # The reboots' own timestamps (scripts/timed_command.py) and how many overlapped: bench/fleet/slices.py's reading.
 _slices = load_source("slices", os.path.join("bench", "fleet", "slices.py"))
 reboots, most_at_once = _slices.reboots, _slices.most_at_once

@@ -39,6 +39,11 @@ import pytest
 
 from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, TestCloudHandle, recap, wait_status
 
+# What a sandbox host's files say, as the molecule scenarios' tests read them.
+sys.path.insert(0, os.path.join(ROOT, "molecule", "shared"))
+from sandbox import (  # noqa: E402  pylint: disable=wrong-import-position
+    bound_driver, content_lines, recorded_calls, simulated_reboots)
+
 pytestmark = pytest.mark.integration
 GPU_HOSTS = ("consumer-rtx", "intel-t4", "seed-v100")
 
@@ -232,7 +237,11 @@ def test_summary_figures_are_the_plans(demo):
 
 class Sandbox:
     """A demo host's sandbox root, the commands the role ran there (scripts/record_command.py) and its
-    simulated reboots (scripts/simulate_reboot.py)."""
+    simulated reboots (scripts/simulate_reboot.py).
+
+    The readings are molecule/shared/sandbox.py's; only the demo's layout stays here (hosts/<host> and its calls
+    log beside it, read on this machine, not through a testinfra host), and grub_line, which holds the variable
+    to one line where the molecule tests take the first."""
 
     def __init__(self, demo, host):
         self.root = demo.dir / "hosts" / host
@@ -243,23 +252,20 @@ class Sandbox:
 
     def lines(self, rel):
         """The file's lines that are neither empty nor comments."""
-        return [line for line in self.read(rel).splitlines() if line.strip() and not line.startswith("#")]
+        return content_lines(self.read(rel))
 
     def grub_line(self, variable="GRUB_CMDLINE_LINUX_DEFAULT"):
         (line,) = [line for line in self.read("etc/default/grub").splitlines() if line.startswith(variable + "=")]
         return line
 
     def calls(self):
-        entries = [json.loads(line) for line in self.calls_log.read_text().splitlines() if line.strip()]
-        return [[entry["name"], *entry["argv"]] for entry in entries]
+        return recorded_calls(self.calls_log)
 
     def reboots(self):
-        path = self.root / ".simulated-reboots"
-        return path.read_text().splitlines() if path.exists() else []
+        return simulated_reboots(self.root)
 
     def driver(self, address):
-        link = self.root / "sys" / "bus" / "pci" / "devices" / address / "driver"
-        return os.path.basename(os.readlink(link)) if os.path.islink(link) else None
+        return bound_driver(self.root, address)
 
 
 PLANNED_LINES = {

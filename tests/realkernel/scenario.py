@@ -8,7 +8,6 @@ filter, and the host configuration is ``roles/passthrough_host`` run on a sandbo
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -17,8 +16,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import ansible.module_utils
-
+from ogc_testlib import load_source
 from realkernel import klog, vm
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,24 +37,10 @@ INITIAL_OFF = {"intel": "intel_iommu=off", "amd": "amd_iommu=off"}
 GUEST_CONFIG_PATHS = ["etc/modprobe.d", "etc/modules-load.d", "etc/initramfs-tools/modules", "etc/modules"]
 
 
-def _load(name: str, path: Path):
-    # The library imports ansible.module_utils.<name> from the repository's module_utils (as ansible.cfg's
-    # module_utils = module_utils does for ansible-playbook).
-    import ansible.module_utils  # pylint: disable=import-outside-toplevel
-
-    if str(REPO / "module_utils") not in ansible.module_utils.__path__:
-        ansible.module_utils.__path__.append(str(REPO / "module_utils"))
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-# The module imports the repo's module_utils as ansible.module_utils.* (AnsiballZ packs them for ansible-playbook).
-if str(REPO / "module_utils") not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(str(REPO / "module_utils"))
-facts_module = _load("ogc_pci_passthrough_facts", REPO / "library" / "pci_passthrough_facts.py")
-plan_module = _load("ogc_passthrough_plan", REPO / "filter_plugins" / "passthrough_plan.py")
+# The library and the filter import ansible.module_utils.<name> from the repository's module_utils (load_source
+# joins them by the one route, as ansible.cfg's module_utils = module_utils does for ansible-playbook).
+facts_module = load_source("ogc_pci_passthrough_facts", os.path.join("library", "pci_passthrough_facts.py"))
+plan_module = load_source("ogc_passthrough_plan", os.path.join("filter_plugins", "passthrough_plan.py"))
 
 
 def discover(boot: vm.Boot) -> dict:

@@ -4,18 +4,15 @@ a mocked openstacksdk connection and a runner for a module's main()."""
 from __future__ import annotations
 
 import json
-import os
 from unittest import mock
 
-import ansible.module_utils
 import pytest
 
-from ogc_testlib import ROOT
+from ogc_testlib import join_module_utils
 
 # The modules import `ansible.module_utils.openstack_cloud`: make the repo's module_utils part of that
 # package, as ansible.cfg's `module_utils = module_utils` does for ansible-playbook.
-if os.path.join(ROOT, "module_utils") not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(os.path.join(ROOT, "module_utils"))
+join_module_utils()
 
 from ansible.module_utils.testing import patch_module_args  # noqa: E402  pylint: disable=wrong-import-position
 

@@ -20,6 +20,14 @@ OURS = {os.path.splitext(os.path.basename(p))[0] for p in glob.glob(os.path.join
     name for name in os.listdir(os.path.join(ROOT, "module_utils"))
     if os.path.isfile(os.path.join(ROOT, "module_utils", name, "__init__.py"))}
 IMPORTS_OURS = re.compile(r"^from ansible\.module_utils(?:\.(\w+))?(?:\.\w+)* import ([\w, ]+)", re.M)
+# The tests, the benchmarks and the scripts they load take the same route (ogc_testlib.join_module_utils, or the
+# route file itself where ogc_testlib is out of reach): none extends ansible.module_utils.__path__, puts
+# module_utils/ on sys.path or loads a file of module_utils/ by its path.
+HELPERS = sorted(path for top in ("tests", "bench", "scripts")
+                 for path in glob.glob(os.path.join(ROOT, top, "**", "*.py"), recursive=True)
+                 if os.path.abspath(path) != os.path.abspath(__file__))
+HELPER_OWN_ROUTE = re.compile(r"module_utils\.__path__\.(?:append|insert|extend)|sys\.path\.\w+\(.*module_utils|"
+                              r"(?:load_source|spec_from_file_location)\(.*module_utils")
 
 
 def _text(path):
@@ -50,6 +58,13 @@ def test_every_plugin_importing_module_utils_runs_the_one_route_first():
         route = text.find('"module_utils_route.py"')
         assert route != -1 and "runpy.run_path(" in text, path
         assert route < IMPORTS_OURS.search(text).start(), f"{path} imports module_utils before the route"
+
+
+def test_no_test_helper_carries_its_own_route_to_module_utils():
+    assert len(HELPERS) > 50
+    for path in HELPERS:
+        found = HELPER_OWN_ROUTE.search(_text(path))
+        assert not found, f"{path} reaches module_utils/ by its own route ({found.group(0)}): use join_module_utils"
 
 
 def test_the_route_joins_module_utils_once():

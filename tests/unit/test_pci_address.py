@@ -8,9 +8,9 @@ import re
 import pytest
 from hypothesis import given, strategies as st
 
-from ogc_testlib import ROOT, load_source
+from ogc_testlib import ROOT, module_util
 
-pci_address = load_source("pci_address", "module_utils/pci_address.py")
+pci_address = module_util("pci_address")
 
 HEX = "0123456789abcdef"
 hexes = lambda n: st.text(alphabet=HEX, min_size=n, max_size=n)  # noqa: E731

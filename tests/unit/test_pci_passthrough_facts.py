@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from ogc_testlib import PCI_IDS, ROOT
+from ogc_testlib import MODULE_UTILS_ROUTE, PCI_IDS, ROOT
 
 
 def test_seed_server_facts(host_facts):
@@ -155,9 +155,9 @@ def test_broken_trees_fail_with_the_path_and_the_fix(copy_of, facts_module, brea
         facts_module.discover(str(root / "sys"), str(root / "proc"))
 
 
-# Runs the module file as __main__ with the repo's module_utils/ in ansible.module_utils, as AnsiballZ
-# packs them for ansible-playbook.
-RUNNER = ("import runpy, sys, ansible.module_utils; ansible.module_utils.__path__.append(sys.argv[1]); "
+# Runs the module file as __main__ with the repo's module_utils/ in ansible.module_utils (joined by the route
+# file, plugin_utils/module_utils_route.py), as AnsiballZ packs them for ansible-playbook.
+RUNNER = ("import runpy, sys; runpy.run_path(sys.argv[1]); "
           "sys.argv = sys.argv[2:]; runpy.run_path(sys.argv[0], run_name='__main__')")
 
 
@@ -261,7 +261,7 @@ def test_links_inside_the_tree_still_work(copy_of, facts_module):
 def run_module(args: dict) -> tuple[int, dict, str]:
     """Run the module the way Ansible does (JSON arguments), return rc, parsed result, stderr."""
     env = dict(os.environ, PYTHONPATH="")
-    proc = subprocess.run([sys.executable, "-c", RUNNER, os.path.join(ROOT, "module_utils"),
+    proc = subprocess.run([sys.executable, "-c", RUNNER, MODULE_UTILS_ROUTE,
                            os.path.join(ROOT, "library", "pci_passthrough_facts.py")],
                           input=json.dumps({"ANSIBLE_MODULE_ARGS": args}), capture_output=True, text=True,
                           env=env, timeout=60, check=False)

@@ -19,13 +19,13 @@ import sys
 import pytest
 import yaml
 
-from ogc_testlib import ROOT, load_source
+from ogc_testlib import ROOT, load_source, module_util
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "helpers"))
 import gpu_image  # noqa: E402  pylint: disable=wrong-import-position
 
 pytestmark = pytest.mark.integration
-rules = load_source("gpu_images", "module_utils/gpu_images.py")
+rules = module_util("gpu_images")
 
 
 @pytest.fixture(scope="module")
