@@ -1,21 +1,18 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
 # Apache License 2.0 (see LICENSE)
-"""The fleet report's data: every GPU host's plan file and health results, laid out for the templates.
+"""The fleet report's filters: thin adapters over ``module_utils/passthrough/fleet.py``.
 
-``plan_files | fleet_report(health=None)`` -> ``{hosts, models, pending, alerts, totals, colours}`` where
-``plan_files`` is the list ``ansible.builtin.slurp`` registers over the GPU hosts (``item`` the host,
-``content`` the plan file ``{facts, plan}`` in base64, or ``failed``/``msg`` when it is missing) and
-``health`` the ``health_summary`` of playbooks/health.yml (``{reports: [...]}``) when it ran in the same
-command. Each host has its IOMMU groups as SVG boxes (``x``, ``y``, ``width``, ``height``) holding its
-devices, each with the verdict and reason of the planner's own table (``passthrough_plan_table``, the
-same rows the plan phase prints); the templates in ``templates/`` only place them. Pure function.
+``plans | fleet_report(missing=None, health=None)`` -> ``{hosts, models, pending, alerts, errors, totals,
+colours}``: ``plans`` the loaded plans ``{host: {facts, plan}}`` (roles/passthrough tasks/load.yml:
+``passthrough_plans | combine(passthrough_other_plans)``), ``missing`` its ``passthrough_plans_missing``
+(``{host: plan file}``), ``health`` the ``health_summary`` of playbooks/health.yml or null; hosts in name
+order. ``value | fleet_report_md``: text that stays text in a Markdown table cell. The logic and its layout
+are documented in that module; here ``ReportError`` becomes ``AnsibleFilterError`` with the same message.
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 import runpy
 
@@ -25,159 +22,18 @@ from ansible.errors import AnsibleFilterError
 runpy.run_path(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "plugin_utils",
                             "module_utils_route.py"))
 
-# The planner's own table, names and bridge rule (module_utils/passthrough/): one rule, one place.
 # pylint: disable=wrong-import-position
-from ansible.module_utils.passthrough import rules  # noqa: E402
-from ansible.module_utils.passthrough.report import plan_table  # noqa: E402
+from ansible.module_utils.passthrough import fleet  # noqa: E402
 
-# Device verdicts: the planner's (nova, vfio, host) and two for devices its table does not list.
-COLOURS = {"nova": "#2e7d32", "vfio": "#1565c0", "host": "#8d6e63", "bridge": "#b0bec5", "other": "#eceff1",
-           "missing": "#c62828"}
-VERDICT_WORDS = {"nova": "offered to Nova", "vfio": "bound to vfio-pci (not offered)", "host": "stays on the host",
-                 "bridge": "PCI bridge (needs nothing)", "other": "not planned (keeps its driver)",
-                 "missing": "gone from the PCI bus"}
-GROUP_COLOURS = {"passed": "#2e7d32", "ineligible": "#c62828", "excluded": "#ef6c00", None: "#90a4ae"}
-COLUMNS = 4
-BOX_WIDTH = 300
-ROW_HEIGHT = 22
-HEADER = 26
-GAP = 12
+md_cell = fleet.md_cell
 
 
-def _fail(message):
-    raise AnsibleFilterError(f"fleet_report: {message}")
-
-
-def _read(entry):
-    host = entry.get("item") if isinstance(entry, dict) else None
-    if not isinstance(host, str):
-        _fail(f"each plan file result needs 'item' (the host), got {entry!r}; pass the results of the slurp loop "
-              "over groups['gpu_hosts']")
-    if "content" not in entry:
-        return host, None, (f"no plan file for {host} ({entry.get('msg') or 'not read'}): run the plan phase "
-                            "(ansible-playbook playbooks/plan.yml) with passthrough_plan_dir set")
+def fleet_report(plans, missing=None, health=None):
+    """The report's data (``module_utils/passthrough/fleet.py``, ``fleet_report``)."""
     try:
-        data = json.loads(base64.b64decode(entry["content"]))
-    except (ValueError, TypeError) as exc:
-        _fail(f"the plan file of {host} is not JSON ({exc}); write it again with playbooks/plan.yml")
-    if not isinstance(data, dict) or not isinstance(data.get("plan"), dict) or not isinstance(data.get("facts"), dict):
-        _fail(f"the plan file of {host} lacks 'facts' and 'plan'; write it again with playbooks/plan.yml")
-    return host, data, None
-
-
-def _layout(groups):
-    """Place the group boxes in rows of COLUMNS; returns the SVG's width and height."""
-    y = 0
-    for start in range(0, len(groups), COLUMNS):
-        row = groups[start:start + COLUMNS]
-        height = max(HEADER + ROW_HEIGHT * len(g["devices"]) + 6 for g in row)
-        for col, group in enumerate(row):
-            group.update(x=col * (BOX_WIDTH + GAP), y=y, width=BOX_WIDTH, height=height)
-            for i, dev in enumerate(group["devices"]):
-                dev.update(x=group["x"] + 6, y=y + HEADER + i * ROW_HEIGHT, width=BOX_WIDTH - 12,
-                           height=ROW_HEIGHT - 4)
-        y += height + GAP
-    width = min(len(groups), COLUMNS) * (BOX_WIDTH + GAP) - GAP if groups else 0
-    return max(width, 0), max(y - GAP, 0)
-
-
-def _host(host, data, health):
-    facts, plan = data["facts"], data["plan"]
-    try:
-        rows = {r["address"]: r for r in plan_table(plan, facts)}
-    except (KeyError, TypeError, AttributeError) as exc:
-        _fail(f"the plan file of {host} is not a plan of this version ({exc!r}); write it again with playbooks/plan.yml")
-    by_addr = {d["address"]: d for d in facts.get("devices") or []}
-    missing = set((health or {}).get("missing") or [])
-    verdicts = {g["group"]: g for g in plan.get("groups") or []}
-    groups = []
-    iommu_groups = facts.get("iommu_groups") or {}
-    # Numerically, as discovery orders them (the plan file stores them sorted as text).
-    for group_id in sorted(iommu_groups, key=lambda g: (0, int(g), "") if str(g).isdigit() else (1, 0, str(g))):
-        members = iommu_groups[group_id]
-        devices = []
-        for address in members:
-            dev = by_addr.get(address, {})
-            row = rows.get(address)
-            model = (row or {}).get("model") or rules.model_name(dev) or rules.class_name(dev.get("class_id", "000000"))
-            if address in missing:
-                verdict, reason = "missing", "in the plan, gone from the PCI bus now (health check)"
-            elif row:
-                verdict, reason = row["verdict"], row["reason"]
-            elif rules.is_bridge(dev):  # the one bridge rule (module_utils/passthrough/rules.py)
-                verdict, reason = "bridge", "PCI bridge: needs no driver change"
-            else:
-                verdict = "other"
-                reason = f"{rules.class_name(dev.get('class_id', '000000'))}: not planned, keeps its driver"
-            devices.append({"address": address, "model": model, "verdict": verdict, "reason": reason,
-                            "colour": COLOURS[verdict], "words": VERDICT_WORDS[verdict],
-                            "driver": dev.get("driver") or "-"})
-        group = verdicts.get(group_id, {})
-        groups.append({"group": group_id, "devices": devices, "verdict": group.get("verdict"),
-                       "reason": group.get("reason") or "no GPU for passthrough in this group",
-                       "colour": GROUP_COLOURS.get(group.get("verdict"), GROUP_COLOURS[None])})
-    width, height = _layout(groups)
-    alerts = list((health or {}).get("alerts") or [])
-    return {
-        "host": host, "iommu_enabled": bool(plan.get("iommu_enabled")), "groups": groups,
-        "svg_width": width, "svg_height": height,
-        "rows": [rows[a] for a in sorted(rows)],
-        "offered": len(plan.get("selected") or []),
-        "aliases": plan.get("aliases") or [],
-        "reboot_required": bool(plan.get("reboot_required")), "pending": list(plan.get("pending") or []),
-        "notes": list(plan.get("notes") or []), "alerts": alerts,
-        "health": None if health is None else ("OK" if not alerts else f"{len(alerts)} alert(s)"),
-        "pci_ids": facts.get("pci_ids"), "error": None,
-    }
-
-
-def fleet_report(plan_files, health=None):
-    """The report's data (see the module docstring)."""
-    if not isinstance(plan_files, list):
-        _fail("plan_files must be the list of slurp results over the GPU hosts (register of the read task)")
-    if health is not None and not (isinstance(health, dict) and isinstance(health.get("reports", []), list)):
-        _fail("health must be the health_summary of playbooks/health.yml ({reports: [...]}) or null")
-    reports = {r.get("host"): r for r in (health or {}).get("reports") or [] if isinstance(r, dict)}
-    hosts, models = [], {}
-    for entry in plan_files:
-        host, data, error = _read(entry)
-        if data is None:
-            hosts.append({"host": host, "error": error, "groups": [], "rows": [], "offered": 0, "aliases": [],
-                          "pending": [], "notes": [], "alerts": [], "reboot_required": False, "svg_width": 0,
-                          "svg_height": 0, "iommu_enabled": False, "health": None, "pci_ids": None})
-            continue
-        entry_out = _host(host, data, reports.get(host))
-        hosts.append(entry_out)
-        for sel in data["plan"].get("selected") or []:
-            key = sel.get("alias") or "?"
-            model = models.setdefault(key, {"alias": key, "model": sel.get("model") or key,
-                                            "device_type": sel.get("device_type"), "count": 0, "hosts": {}})
-            model["count"] += 1
-            model["hosts"][host] = model["hosts"].get(host, 0) + 1
-    model_list = [dict(m, hosts=[{"host": h, "count": c} for h, c in sorted(m["hosts"].items())])
-                  for _, m in sorted(models.items())]
-    return {
-        "hosts": hosts,
-        "models": model_list,
-        "pending": [{"host": h["host"], "items": h["pending"]} for h in hosts if h["reboot_required"]],
-        "alerts": [a for h in hosts for a in h["alerts"]],
-        "errors": [h["error"] for h in hosts if h["error"]],
-        "totals": {"hosts": len(hosts), "gpus_offered": sum(m["count"] for m in model_list),
-                   "groups": sum(len(h["groups"]) for h in hosts),
-                   "reboots_pending": sum(1 for h in hosts if h["reboot_required"]),
-                   "health_checked": health is not None},
-        "colours": [{"verdict": v, "colour": c, "words": VERDICT_WORDS[v]} for v, c in COLOURS.items()],
-    }
-
-
-def md_cell(value):
-    """Text that stays text in the Markdown report: ``&``, ``<`` and ``>`` as HTML entities (a name holding
-    ``<script>`` or an ``<img>`` is shown, never rendered), a backslash and ``|`` escaped (a ``|`` would end a
-    table cell), line breaks as spaces."""
-    text = str(value)
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    text = text.replace("\\", "\\\\").replace("|", "\\|")
-    return " ".join(text.splitlines())
+        return fleet.fleet_report(plans, missing=missing, health=health)
+    except fleet.ReportError as exc:
+        raise AnsibleFilterError(str(exc)) from None
 
 
 class FilterModule:

@@ -53,6 +53,7 @@ plan_record = _adapter(store.plan_record)
 plan_file = _adapter(store.plan_file)
 plan_load = _adapter(store.plan_load)
 fleet_plan_load = _adapter(store.fleet_plan_load)
+plans_only = _adapter(store.plans_only)
 
 
 def verify(facts, plan, host=None, fresh=None):
@@ -82,6 +83,7 @@ class FilterModule:
             "passthrough_verify": verify,
             "passthrough_plan_load": plan_load,
             "passthrough_fleet_plan_load": fleet_plan_load,
+            "passthrough_plans_only": plans_only,
             "passthrough_plan_record": plan_record,
             "passthrough_policy_fingerprint": policy_fingerprint,
         }

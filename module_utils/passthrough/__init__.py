@@ -8,10 +8,12 @@
 * ``policy``: the operator's ``passthrough_policy``, validated, and its fingerprint;
 * ``planner``: ``passthrough_plan(facts, policy, host)``, the plan;
 * ``report``: the plan as table rows and as a readable report;
-* ``store``: the plan file (its record, parser and the one loader).
+* ``store``: the plan file (its record, parser and the one loader);
+* ``fleet``: the fleet report's data from the loaded plans.
 
-The filters of ``filter_plugins/passthrough_plan.py`` are thin adapters over these; errors here are
-``PlanError``, which the adapters turn into ``AnsibleFilterError`` with the same message.
+The filters of ``filter_plugins/passthrough_plan.py`` and ``fleet_report.py`` are thin adapters over these;
+errors here are ``PlanError`` (the fleet report's a ``ReportError``, one), which the adapters turn into
+``AnsibleFilterError`` with the same message.
 """
 
 from __future__ import annotations

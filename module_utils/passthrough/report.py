@@ -3,7 +3,7 @@
 # Apache License 2.0 (see LICENSE)
 """The per-host report of a plan: ``plan_table`` (rows: address, model, group, driver, verdict, reason) and
 ``plan_report`` (those rows as a fixed-width table plus the plan's key decisions). The fleet report
-(``filter_plugins/fleet_report.py``) lays out the same rows."""
+(``fleet.py``, filter ``fleet_report``) lays out the same rows."""
 
 from __future__ import annotations
 

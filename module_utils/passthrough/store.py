@@ -149,3 +149,21 @@ def fleet_plan_load(text, path):
     content = _checked_plan_file(text, path, host)
     return {"facts": content["facts"], "plan": content["plan"]}
 
+
+
+def plans_only(loaded):
+    """``{host: plan}`` of the loaded plans ``{host: {"facts": ..., "plan": ...}}`` (``passthrough_plans`` or
+    ``passthrough_other_plans`` of the one loader), in their order.
+
+    :raises PlanError: anything else than the loader's shape, naming the host.
+    """
+    if not isinstance(loaded, Mapping):
+        raise PlanError("passthrough_plans_only: the plans must be the loaded plans {host: {facts, plan}} "
+                        f"(passthrough_plans of roles/passthrough tasks/load.yml), got {type(loaded).__name__}")
+    plans = {}
+    for host, data in loaded.items():
+        if not isinstance(data, Mapping) or not isinstance(data.get("plan"), Mapping):
+            raise PlanError(f"passthrough_plans_only: host {host}: {data!r} is not a loaded plan {{facts, plan}} "
+                            "(roles/passthrough tasks/load.yml)")
+        plans[host] = data["plan"]
+    return plans

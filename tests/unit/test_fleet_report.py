@@ -1,9 +1,7 @@
-"""filter_plugins/fleet_report.py: the report's data from plan files (as slurp returns them) and health results."""
+"""filter_plugins/fleet_report.py over module_utils/passthrough/fleet.py: the report's data from the loaded plans
+({host: {facts, plan}}, as roles/passthrough tasks/load.yml sets them), the hosts without one and health results."""
 
 from __future__ import annotations
-
-import base64
-import json
 
 import pytest
 from ansible.errors import AnsibleFilterError
@@ -15,8 +13,9 @@ from ogc_testlib import load_source
 report = load_source("fleet_report", "filter_plugins/fleet_report.py")
 
 
-def slurped(host, facts, plan):
-    return {"item": host, "content": base64.b64encode(json.dumps({"facts": facts, "plan": plan}).encode()).decode()}
+def loaded(host, facts, plan):
+    """One host's entry of passthrough_plans."""
+    return {host: {"facts": facts, "plan": plan}}
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +26,7 @@ def seed(host_facts, planner):
 
 def test_one_box_per_group_each_device_with_its_verdict(seed):
     facts, plan = seed
-    out = report.fleet_report([slurped("seed", facts, plan)])
+    out = report.fleet_report(loaded("seed", facts, plan))
     host = out["hosts"][0]
     assert [g["group"] for g in host["groups"]] == list(facts["iommu_groups"])  # numeric order, every group
     devices = {d["address"]: d for g in host["groups"] for d in g["devices"]}
@@ -44,7 +43,7 @@ def test_one_box_per_group_each_device_with_its_verdict(seed):
 
 def test_boxes_do_not_overlap(seed):
     facts, plan = seed
-    groups = report.fleet_report([slurped("seed", facts, plan)])["hosts"][0]["groups"]
+    groups = report.fleet_report(loaded("seed", facts, plan))["hosts"][0]["groups"]
     for i, a in enumerate(groups):
         for b in groups[i + 1:]:
             assert a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"] or \
@@ -56,39 +55,56 @@ def test_boxes_do_not_overlap(seed):
 def test_health_results_mark_missing_gpus_and_alerts(seed):
     facts, plan = seed
     health = {"reports": [{"host": "seed", "missing": ["0000:c3:00.0"], "alerts": ["seed: GPU 0000:c3:00.0 gone"]}]}
-    out = report.fleet_report([slurped("seed", facts, plan)], health)
+    out = report.fleet_report(loaded("seed", facts, plan), health=health)
     devices = {d["address"]: d for g in out["hosts"][0]["groups"] for d in g["devices"]}
     assert devices["0000:c3:00.0"]["verdict"] == "missing"
     assert out["alerts"] == ["seed: GPU 0000:c3:00.0 gone"] and out["hosts"][0]["health"] == "1 alert(s)"
 
 
 def test_a_host_without_a_plan_file_is_named_with_the_fix():
-    out = report.fleet_report([{"item": "gpu9", "failed": True, "msg": "file not found: /plans/gpu9.json"}])
+    out = report.fleet_report({}, missing={"gpu9": "/plans/gpu9.json"})
     assert out["errors"] == ["no plan file for gpu9 (file not found: /plans/gpu9.json): run the plan phase "
                              "(ansible-playbook playbooks/plan.yml) with passthrough_plan_dir set"]
     assert out["hosts"][0]["groups"] == []
 
 
-@pytest.mark.parametrize("files, health, needle", [
-    ("x", None, "plan_files must be the list of slurp results"),
-    ([{"content": ""}], None, "each plan file result needs 'item' (the host)"),
-    ([{"item": "h", "content": base64.b64encode(b"{nope").decode()}], None, "the plan file of h is not JSON"),
-    ([{"item": "h", "content": base64.b64encode(b"{}").decode()}], None, "the plan file of h lacks 'facts' and 'plan'"),
-    ([{"item": "h", "content": base64.b64encode(b'{"facts": {}, "plan": {}}').decode()}], None,
-     "the plan file of h is not a plan of this version"),
-    ([], ["x"], "health must be the health_summary of playbooks/health.yml"),
+def test_hosts_in_name_order_whatever_the_order_given(seed):
+    """Loaded plans, other slices' plans and missing hosts in one name order (case-insensitive, then as written):
+    the same report whichever slice writes it."""
+    facts, plan = seed
+    plans = {h: {"facts": facts, "plan": dict(plan, host=h)} for h in ("seed", "Zed", "other", "aa")}
+    missing = {"intel": "/plans/intel.json", "ZED": "/plans/ZED.json"}
+    out = report.fleet_report(plans, missing=missing)
+    assert [h["host"] for h in out["hosts"]] == ["aa", "intel", "other", "seed", "ZED", "Zed"]
+    again = report.fleet_report(dict(reversed(list(plans.items()))), missing=dict(reversed(list(missing.items()))))
+    assert again == out
+
+
+@pytest.mark.parametrize("plans, missing, health, needle", [
+    ([], None, None, "plans must be the loaded plans {host: {facts, plan}}"),
+    ({}, ["h"], None, "missing must be {host: plan file} (passthrough_plans_missing"),
+    ({1: {"facts": {}, "plan": {}}}, None, None, "each host of the plans must be its inventory name, got 1"),
+    ({}, {1: "/p/1.json"}, None, "each host of missing must be its inventory name, got 1"),
+    ({"h": {"plan": {}}}, None, None, "the plan of h lacks 'facts' and 'plan'"),
+    ({"h": "{}"}, None, None, "the plan of h lacks 'facts' and 'plan'"),
+    ({"h": {"facts": {}, "plan": {}}}, None, None, "the plan file of h is not a plan of this version"),
+    ({"h": {"facts": {}, "plan": {}}}, {"h": "/p/h.json"}, None, "h is both among the plans and among the hosts"),
+    ({}, None, ["x"], "health must be the health_summary of playbooks/health.yml"),
 ])
-def test_bad_input_named(files, health, needle):
+def test_bad_input_named(plans, missing, health, needle):
     with pytest.raises(AnsibleFilterError, match=r"^fleet_report: ") as err:
-        report.fleet_report(files, health)
+        report.fleet_report(plans, missing=missing, health=health)
     assert needle in str(err.value)
+    with pytest.raises(report.fleet.ReportError) as pure:  # the pure function's error, word for word
+        report.fleet.fleet_report(plans, missing=missing, health=health)
+    assert str(pure.value) == str(err.value)
 
 
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.integers(1, 6), min_size=0, max_size=14))
 def test_property_layout_keeps_every_group_and_device(sizes):
     groups = [{"devices": [{} for _ in range(n)]} for n in sizes]
-    width, height = report._layout(groups)  # pylint: disable=protected-access
+    width, height = report.fleet._layout(groups)  # pylint: disable=protected-access
     for g in groups:
         assert 0 <= g["x"] and g["x"] + g["width"] <= width and g["y"] + g["height"] <= height
         assert len(g["devices"]) == 0 or g["devices"][-1]["y"] + g["devices"][-1]["height"] <= g["y"] + g["height"]
@@ -117,9 +133,9 @@ def test_markdown_shows_names_as_text_never_as_html_or_table_cells(seed, planner
     facts = host_facts("seed-v100")
     alias = "<img src=x onerror=alert(1)>|v100"
     plan = planner.passthrough_plan(facts, {"alias_names": {"10de:1db4": alias}}, "seed")
-    text = render_markdown(report.fleet_report([slurped("seed", facts, plan)]))
+    text = render_markdown(report.fleet_report(loaded("seed", facts, plan)))
     assert "<img" not in text and "&lt;img src=x onerror=alert(1)&gt;\\|v100" in text
     row = next(line for line in text.splitlines() if "onerror" in line and line.startswith("| "))
     assert len(row.replace("\\|", "").split("|")) == 7                   # five cells, as the header has
-    plain = render_markdown(report.fleet_report([slurped("seed", *seed)]))
+    plain = render_markdown(report.fleet_report(loaded("seed", *seed)))
     assert "| tesla-v100 | Tesla V100 PCIe 16GB | type-PCI | 4 | seed (4) |" in plain

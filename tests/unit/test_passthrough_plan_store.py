@@ -172,3 +172,26 @@ def test_another_slices_plan_is_refused_when_foreign_or_old(planner, host_facts,
     with pytest.raises(Exception) as caught:
         planner.fleet_plan_load(json.dumps(record), path)
     assert message in str(caught.value)
+
+
+def test_plans_only_takes_the_plans_of_the_loaded_plans(planner, host_facts):
+    """{host: {facts, plan}} (passthrough_plans, passthrough_other_plans) -> {host: plan}, in their order."""
+    text, plan, facts = _written(planner, host_facts, policy=POLICY)
+    loaded = {"zed": planner.plan_load(text, "/plans", "seed-v100", POLICY), "aa": {"facts": facts, "plan": plan}}
+    assert planner.plans_only(loaded) == {"zed": plan, "aa": plan}
+    assert list(planner.plans_only(loaded)) == ["zed", "aa"]
+    assert planner.plans_only({}) == {}
+
+
+@pytest.mark.parametrize("loaded, message", [
+    ([], "passthrough_plans_only: the plans must be the loaded plans {host: {facts, plan}}"),
+    ({"h": {"facts": {}}}, "passthrough_plans_only: host h: {'facts': {}} is not a loaded plan {facts, plan}"),
+    ({"h": "x"}, "passthrough_plans_only: host h: 'x' is not a loaded plan {facts, plan}"),
+])
+def test_plans_only_refuses_other_shapes(planner, loaded, message):
+    from ansible.module_utils.passthrough import PlanError, store  # pylint: disable=import-outside-toplevel
+    with pytest.raises(planner.AnsibleFilterError) as caught:
+        planner.plans_only(loaded)
+    with pytest.raises(PlanError) as pure:
+        store.plans_only(loaded)
+    assert str(caught.value) == str(pure.value) and str(pure.value).startswith(message)
