@@ -53,6 +53,8 @@ plan_record = _adapter(store.plan_record)
 plan_file = _adapter(store.plan_file)
 plan_load = _adapter(store.plan_load)
 fleet_plan_load = _adapter(store.fleet_plan_load)
+fleet = _adapter(store.fleet)
+plan_file_host = store.plan_file_host
 
 
 def verify(facts, plan, host=None, fresh=None):
@@ -82,6 +84,8 @@ class FilterModule:
             "passthrough_verify": verify,
             "passthrough_plan_load": plan_load,
             "passthrough_fleet_plan_load": fleet_plan_load,
+            "passthrough_fleet": fleet,
+            "passthrough_plan_file_host": plan_file_host,
             "passthrough_plan_record": plan_record,
             "passthrough_policy_fingerprint": policy_fingerprint,
         }
