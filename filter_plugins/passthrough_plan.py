@@ -54,6 +54,8 @@ plan_file = _adapter(store.plan_file)
 plan_load = _adapter(store.plan_load)
 fleet_plan_load = _adapter(store.fleet_plan_load)
 plans_only = _adapter(store.plans_only)
+fleet = _adapter(store.fleet)
+plan_file_host = store.plan_file_host
 
 
 def verify(facts, plan, host=None, fresh=None):
@@ -84,6 +86,8 @@ class FilterModule:
             "passthrough_plan_load": plan_load,
             "passthrough_fleet_plan_load": fleet_plan_load,
             "passthrough_plans_only": plans_only,
+            "passthrough_fleet": fleet,
+            "passthrough_plan_file_host": plan_file_host,
             "passthrough_plan_record": plan_record,
             "passthrough_policy_fingerprint": policy_fingerprint,
         }

@@ -129,6 +129,40 @@ def _checked_plan_file(text, path, host):
     return content
 
 
+def plan_file_host(path):
+    """The host a plan file is of: its name less ``.json`` (``<passthrough_plan_dir>/<host>.json``), or None for
+    a path that is no plan file. Whether that name is a host name is the loader's check, not this one's."""
+    if not isinstance(path, str) or not path.endswith(".json"):
+        return None
+    return path.rsplit("/", 1)[-1][:-len(".json")]
+
+
+def fleet(plan_files, inventory_hosts):
+    """The fleet as the plan directory records it: one ``<host>.json`` per GPU host, shared by every AWX job slice
+    (roles/passthrough/tasks/fleet.yml finds the files). A host with a plan file that this inventory does not
+    hold is another slice's, or a host that left the fleet. Returns ``{"plan_files", "hosts", "others",
+    "other_plan_files"}``: the files (sorted), their hosts (sorted, once each), the hosts of those this inventory
+    does not hold (sorted, once each) and those hosts' files (sorted).
+
+    :param plan_files: the paths of the plan files found.
+    :param inventory_hosts: the inventory's hosts (``groups['all']``).
+    :raises PlanError: a path that is no plan file (<host>.json).
+    """
+    if not isinstance(plan_files, (list, tuple)) or not isinstance(inventory_hosts, (list, tuple)):
+        raise PlanError(f"passthrough_fleet: the plan files and the inventory's hosts must be lists, got "
+                        f"{plan_files!r} and {inventory_hosts!r}")
+    plan_files = sorted(plan_files)
+    hosts = {}
+    for path in plan_files:
+        hosts[path] = plan_file_host(path)
+        if hosts[path] is None:
+            raise PlanError(f"passthrough_fleet: {path!r} is not a plan file (<host>.json)")
+    inventory = set(inventory_hosts)
+    others = [path for path in plan_files if hosts[path] not in inventory]
+    return {"plan_files": plan_files, "hosts": sorted(set(hosts.values())),
+            "others": sorted({hosts[path] for path in others}), "other_plan_files": others}
+
+
 def fleet_plan_load(text, path):
     """A plan file of a GPU host that this inventory does not hold: the plan of another AWX job slice's host (the
     plan directory is the fleet's, shared by every slice), or of a host that left the fleet. Returns
@@ -139,9 +173,9 @@ def fleet_plan_load(text, path):
     :param path: the file, ``<passthrough_plan_dir>/<host>.json``; its name names the host.
     :raises PlanError: a file name that is no host name, a corrupt or foreign file, another plan format.
     """
-    if not isinstance(path, str) or not path.endswith(".json"):
+    host = plan_file_host(path)
+    if host is None:
         raise PlanError(f"passthrough_fleet_plan_load: {path!r} is not a plan file (<host>.json)")
-    host = path.rsplit("/", 1)[-1][:-len(".json")]
     problem = locations.host_name_problem(host)
     if problem:
         raise PlanError(f"passthrough_fleet_plan_load: plan file {path}: {problem}; move the file out "

@@ -444,6 +444,7 @@ def test_filter_module_exposes_the_filters(planner):
     assert set(planner.FilterModule().filters()) == {"passthrough_plan", "passthrough_plan_report", "passthrough_plan_table",
                                                      "passthrough_policy_errors", "passthrough_plan_file",
                                                      "passthrough_verify", "passthrough_plan_load", "passthrough_fleet_plan_load",
+                                                     "passthrough_fleet", "passthrough_plan_file_host",
                                                      "passthrough_plan_record", "passthrough_policy_fingerprint",
                                                      "passthrough_retired_vars_errors", "passthrough_plans_only"}
 

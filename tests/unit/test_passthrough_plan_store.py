@@ -195,3 +195,33 @@ def test_plans_only_refuses_other_shapes(planner, loaded, message):
     with pytest.raises(PlanError) as pure:
         store.plans_only(loaded)
     assert str(caught.value) == str(pure.value) and str(pure.value).startswith(message)
+def test_the_fleet_is_the_plan_files_and_the_others_are_the_hosts_the_inventory_lacks(planner):
+    # One <host>.json per GPU host in the plan directories every AWX job slice shares (roles/passthrough,
+    # tasks/fleet.yml): this inventory holds gpu1 and gpu3, another slice gpu2 and gpu4.
+    found = ["/plans/gpu3.json", "/plans/gpu2.json", "/plans/gpu1.json", "/other/gpu4.json", "/other/gpu2.json"]
+    assert planner.fleet(found, ["localhost", "gpu1", "gpu3"]) == {
+        "plan_files": ["/other/gpu2.json", "/other/gpu4.json", "/plans/gpu1.json", "/plans/gpu2.json",
+                       "/plans/gpu3.json"],
+        "hosts": ["gpu1", "gpu2", "gpu3", "gpu4"],
+        "others": ["gpu2", "gpu4"],
+        "other_plan_files": ["/other/gpu2.json", "/other/gpu4.json", "/plans/gpu2.json"]}
+    assert planner.fleet([], ["gpu1"]) == {"plan_files": [], "hosts": [], "others": [], "other_plan_files": []}
+    # A name with dots keeps them: only .json is the file's, the rest is the host's.
+    assert planner.fleet(["/plans/gpu1.example.org.json"], [])["others"] == ["gpu1.example.org"]
+
+
+@pytest.mark.parametrize("path, host", [("/plans/gpu1.json", "gpu1"), ("gpu1.json", "gpu1"),
+                                        ("/plans/a.b.json", "a.b"), ("/plans/gpu1.txt", None), (None, None)])
+def test_a_plan_files_host_is_its_name_less_json(planner, path, host):
+    assert planner.plan_file_host(path) == host
+
+
+@pytest.mark.parametrize("files, hosts, message", [
+    (["/plans/gpu1.txt"], [], "passthrough_fleet: '/plans/gpu1.txt' is not a plan file (<host>.json)"),
+    ("/plans/gpu1.json", [], "passthrough_fleet: the plan files and the inventory's hosts must be lists"),
+    ([], None, "passthrough_fleet: the plan files and the inventory's hosts must be lists"),
+])
+def test_the_fleet_refuses_what_is_not_plan_files(planner, files, hosts, message):
+    with pytest.raises(planner.AnsibleFilterError) as caught:
+        planner.fleet(files, hosts)
+    assert str(caught.value).startswith(message)
