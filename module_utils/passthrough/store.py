@@ -184,7 +184,6 @@ def fleet_plan_load(text, path):
     return {"facts": content["facts"], "plan": content["plan"]}
 
 
-
 def plans_only(loaded):
     """``{host: plan}`` of the loaded plans ``{host: {"facts": ..., "plan": ...}}`` (``passthrough_plans`` or
     ``passthrough_other_plans`` of the one loader), in their order.
