@@ -64,9 +64,17 @@ options:
     description: CA bundle that signed the services' certificates.
     type: str
     aliases: [cacert]
-  api_timeout:
-    description: Seconds to wait for one API call.
-    type: int
+  connect_timeout:
+    description: Seconds to wait for a connection to an API endpoint (Keystone's included).
+    type: float
+    default: 10
+  read_timeout:
+    description:
+      - Seconds to wait for an API's answer (each read of it). An endpoint that accepts connections and never answers
+        fails the module after this long instead of holding the run.
+    type: float
+    default: 120
+    aliases: [api_timeout]
 requirements:
   - openstacksdk >= 1.0
 notes:

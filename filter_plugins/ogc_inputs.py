@@ -9,6 +9,7 @@
   user cannot write into (a missing one is fine: it is created);
 * ``address | ogc_bmc_address``: the BMC's ``host[:port]`` (an ``https://`` taken off); ``ogc_bmc_address_errors``
   the refusal, if any;
+* ``address | ogc_without_credentials``: an address or URL as it may be shown (user information masked);
 * ``text | ogc_redact``: credentials masked; ``text | ogc_mask_secret(secret)``: a secret masked where it
   stands as a token of its own.
 """
@@ -92,6 +93,7 @@ class FilterModule:
             "ogc_writable_dir_errors": writable_dir_errors,
             "ogc_bmc_address": bmc_address,
             "ogc_bmc_address_errors": bmc_address_errors,
+            "ogc_without_credentials": locations.without_credentials,
             "ogc_redact": redact.redact,
             "ogc_mask_secret": redact.mask_secret,
         }

@@ -26,6 +26,7 @@ runpy.run_path(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__fi
                             "module_utils_route.py"))
 
 from ansible.module_utils import kernel_cmdline  # noqa: E402  pylint: disable=wrong-import-position
+from ansible.module_utils.coordination import backend  # noqa: E402  pylint: disable=wrong-import-position
 from ansible.module_utils import locations  # noqa: E402  pylint: disable=wrong-import-position
 from ansible.module_utils import passthrough_verify  # noqa: E402  pylint: disable=wrong-import-position
 
@@ -43,6 +44,9 @@ PATH_VARS = (
     "passthrough_host_boot_config_output",
 )
 OPTIONAL_PATH_VARS = ("passthrough_host_boot_config_output",)
+# Durations the role bounds its steps with (the reboot's own, passthrough_host_reboot_timeout, is checked with the root).
+SECONDS_VARS = ("passthrough_host_lock_lease", "passthrough_host_tool_timeout",
+                "passthrough_host_reboot_connect_timeout", "passthrough_host_bmc_timeout")
 COMMAND_VARS = ("passthrough_host_boot_config_command", "passthrough_host_initramfs_command",
                 "passthrough_host_reboot_command")
 GRUB_VARIABLES = ("", "GRUB_CMDLINE_LINUX", "GRUB_CMDLINE_LINUX_DEFAULT")
@@ -89,6 +93,20 @@ def var_errors(values, host, family="", supported=("Debian", "RedHat")):
             "GRUB_CMDLINE_LINUX_DEFAULT, passthrough_host_reboot_timeout a positive number of seconds, and the "
             "*_command variables lists of arguments (e.g. [update-grub]), not strings.")
 
+    seconds = [name for name in SECONDS_VARS if name in values and not _positive_number(values[name])]
+    if seconds:
+        errors.append(
+            f"{host}: {', '.join(f'{name} ({_text(values[name])})' for name in seconds)} must be a positive number of "
+            "seconds (an int, e.g. 900).")
+
+    same = locations.same_or_nested(values.get("passthrough_host_lock_file"), values.get("passthrough_host_state_file"))
+    if same:
+        errors.append(
+            f"{host}: passthrough_host_lock_file ({_text(values.get('passthrough_host_lock_file'))}) {same} "
+            f"passthrough_host_state_file ({_text(values.get('passthrough_host_state_file'))}): the lock would replace "
+            "the state (or the state's directory). Give each a file of its own, e.g. the defaults "
+            "/var/lib/open-gpu-cloud/passthrough_host.lock and /var/lib/open-gpu-cloud/passthrough_host.json.")
+
     relative = [f"{name} ({_text(values[name])})" for name in PATH_VARS
                 if name in values and locations.path_problem(name, values[name], allow_empty=name in OPTIONAL_PATH_VARS)]
     if relative:
@@ -108,21 +126,78 @@ def var_errors(values, host, family="", supported=("Debian", "RedHat")):
     if bmc and not (_text(values.get("passthrough_host_bmc_username")) and
                     _text(values.get("passthrough_host_bmc_password"))):
         errors.append(
-            f"{host}: passthrough_host_bmc_address is set ({bmc}) but passthrough_host_bmc_username or "
+            f"{host}: passthrough_host_bmc_address is set ({locations.without_credentials(bmc)}) but "
+            "passthrough_host_bmc_username or "
             "passthrough_host_bmc_password is empty: put both in the host's vaulted variables, or unset "
             "passthrough_host_bmc_address to skip the firmware phase.")
 
     return errors
 
 
-def rollout_var_errors(values, host):
-    """The refusals of the passthrough_rollout role's drain variables (its batch: reboot_waves.py's batch_errors).
+# The rollout's durations (seconds) and the least each may be.
+ROLLOUT_SECONDS = {"passthrough_rollout_lease_ttl": 5, "passthrough_rollout_coordination_connect_timeout": 1,
+                   "passthrough_rollout_coordination_read_timeout": 1, "passthrough_rollout_cloud_connect_timeout": 1,
+                   "passthrough_rollout_cloud_read_timeout": 1, "passthrough_host_reboot_slot_timeout": 0}
 
-    :param values: the drain's variables by name (passthrough_host_drain_cloud, passthrough_host_drain_clouds_yaml,
-        passthrough_host_drain_timeout, passthrough_host_nova_host: the names of roles/passthrough_rollout).
+
+def _at_least(value, minimum):
+    if isinstance(value, bool):
+        return False
+    try:
+        return int(value) >= minimum
+    except (TypeError, ValueError):
+        return False
+
+
+def coordination_errors(values, host):
+    """The refusals of the rollout's coordination variables: the backend's URL (backend.parse_url: a scheme this
+    version reads, no credentials - never echoed), a directory backend that is a symbolic link, no directory, or the
+    plan directory (or inside it, or holding it), and the retired passthrough_host_reboot_slots_dir."""
+    errors = []
+    if values.get("passthrough_host_reboot_slots_dir") is not None:
+        errors.append(
+            f"{host}: passthrough_host_reboot_slots_dir is no longer read: the fleet-wide reboot slots are on the "
+            "coordination backend named by passthrough_rollout_coordination_url. Replace it in the inventory with "
+            "passthrough_rollout_coordination_url: file://<that directory> (one control host) or etcd3+http://<etcd "
+            "host>:2379 (several control hosts), then run this play again.")
+    url = values.get("passthrough_rollout_coordination_url")
+    if url in (None, ""):
+        return errors
+    try:
+        kind, settings, shown = backend.parse_url(url)
+    except backend.BackendError as exc:
+        return errors + [f"{host}: {exc}."]
+    if kind == "file":
+        problem = backend.FileBackend(settings["path"], shown).problem()
+        if problem:
+            errors.append(f"{host}: {backend.VARIABLE} ({shown}): {problem}.")
+        plan_dir = values.get("passthrough_plan_dir")
+        same = locations.same_or_nested(settings["path"], plan_dir)
+        if same:
+            errors.append(
+                f"{host}: {backend.VARIABLE} ({shown}) {same} passthrough_plan_dir ({plan_dir}): the coordination "
+                "records would mix with the plan files, the fleet's record. Give it a directory of its own, e.g. "
+                f"file://{os.path.dirname(os.path.normpath(plan_dir))}/coordination.")
+    return errors
+
+
+def rollout_var_errors(values, host):
+    """The refusals of the passthrough_rollout role's drain, timeout and coordination variables (its batch:
+    reboot_waves.py's batch_errors).
+
+    :param values: the variables by name (passthrough_host_drain_cloud, passthrough_host_drain_clouds_yaml,
+        passthrough_host_drain_timeout, passthrough_host_nova_host, the passthrough_rollout_* timeouts and
+        coordination URL: the names of roles/passthrough_rollout; passthrough_plan_dir; the retired
+        passthrough_host_reboot_slots_dir, None unless the inventory sets it).
     :param host: the inventory hostname, named in every message.
     """
     errors = []
+    bad = [f"{name} ({_text(values[name])})" for name, least in ROLLOUT_SECONDS.items()
+           if name in values and not _at_least(values[name], least)]
+    if bad:
+        errors.append(f"{host}: {', '.join(bad)} must be a number of seconds (an int: the lease at least 5, a timeout "
+                      "at least 1).")
+    errors += coordination_errors(values, host)
     clouds_yaml = locations.path_problem("passthrough_host_drain_clouds_yaml",
                                          values.get("passthrough_host_drain_clouds_yaml", ""), allow_empty=True)
     if clouds_yaml:

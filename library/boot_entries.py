@@ -190,7 +190,7 @@ def main():
     )
     params = module.params
     try:
-        state = hs.read(params["root"], params["state_file"])[0] if params["state_file"] else None
+        state = hs.read(params["root"], params["state_file"]).state if params["state_file"] else None
         result = run(params, state)
     except (bf.BootFilesError, bc.BootConfigError, hs.StateError) as exc:
         module.fail_json(msg=redact.redact(to_native(exc)), changed=False)

@@ -353,12 +353,15 @@ def main():
     )
     params = module.params
     try:
-        state = hs.read(params["root"], params["state_file"])[0] if params["state_file"] else None
+        read = hs.read(params["root"], params["state_file"]) if params["state_file"] else None
+        state = read.state if read else None
         result, writes = run(params, state)
     except (bf.BootFilesError, bc.BootConfigError, hs.StateError) as exc:
         module.fail_json(msg=redact.redact(to_native(exc)), path=params["path"], changed=False)
     if state is not None:
         result["host_state"] = state
+    if read is not None and read.note:
+        module.warn(read.note)
     diff = result.pop("diff")
     result["changed"] = bool(writes)
     if module._diff:

@@ -145,8 +145,15 @@ changed_paths:
   returned: success
   type: list
   elements: str
+inputs:
+  description: For each step named in O(files[].needs), a fingerprint of its entries as they are to be - what its
+    tool runs on. Recorded in the state file once the tool succeeded (host_state O(host_state#module:inputs)).
+  returned: success
+  type: dict
+  sample: {initramfs: "sha256:5d41402abc4b2a76b9719d911017c592..."}
 needs:
-  description: The union of O(files[].needs) of the entries that changed, sorted.
+  description: The union of O(files[].needs) of the entries that changed, and (with O(state_file)) the steps whose
+    inputs differ from those their tool last ran on, sorted.
   returned: success
   type: list
   elements: str
@@ -185,17 +192,26 @@ def main():
     entries = [{k: v for k, v in entry.items() if not (k == "marker" and entry["state"] != "block")}
                for entry in params["files"]]
     try:
-        state = hs.read(params["root"], params["state_file"])[0] if params["state_file"] else None
+        state, _real, _text, note = hs.read(params["root"], params["state_file"]) if params["state_file"] else \
+            (None, None, None, None)
         actions = hf.plan(params["root"], entries)
+        fingerprints = hf.inputs(entries)
     except (hf.HostFilesError, hs.StateError) as exc:
         module.fail_json(msg=f"nothing written: {to_native(exc)}", changed=False)
     changed = [a for a in actions if a["changed"]]
+    # A step is due when a file it takes changes now, or when its inputs are not those its tool last ran on
+    # (host_state's record: also when the state file is gone or predates the record).
+    due = {step for step, fingerprint in fingerprints.items()
+           if state is not None and step in hs.STEPS and state["inputs"].get(step) != fingerprint}
     result = dict(
         changed=bool(changed),
         files=[dict(path=a["path"], state=a["state"], action=a["action"], changed=a["changed"]) for a in actions],
         changed_paths=[a["path"] for a in changed],
-        needs=sorted({n for a in changed for n in a["needs"]}),
+        needs=sorted({n for a in changed for n in a["needs"]} | due),
+        inputs=fingerprints,
     )
+    if note:
+        result["warnings"] = [note]
     if state is not None:
         result["host_state"] = state
     if module._diff:  # pylint: disable=protected-access

@@ -9,22 +9,36 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: host_lock
-short_description: One run of the host phase per host at a time
+short_description: One run of the host phase per host at a time, under a lease
 description:
-  - Takes (O(state=held)) or releases (O(state=released)) the lock file O(path) under O(root), which names the run
-    holding it - the control host, the user, the ansible-playbook pid and its start time, the control host's boot id
-    and machine id, since when. The rules are in module_utils/host_lock.py.
-  - Taking it - a missing lock, or one this run holds already, is taken. One held by another run is taken over when
-    that run is gone (its process on this control host ended or was replaced, or this control host rebooted since);
-    otherwise the task fails naming that run (who, where, which pid, since when) and the fix. A run on another control
-    host cannot be seen from here, so its lock is never taken over silently.
+  - Takes (O(state=held)), renews (O(state=renewed)) or releases (O(state=released)) the lock file O(path) under
+    O(root), mode 0600, which names the run holding it - digests of the control host and the run (never the raw
+    machine id), the control host's name, the user, the ansible-playbook pid and its start time, since when - and
+    carries its lease's expiry, O(lease) seconds from now on the host's own clock. The rules are in
+    module_utils/coordination/ (host_lock.py, leases.py).
+  - Taking it - a missing lock, or one this run holds already (renewed), is taken. One held by another run is taken
+    over when its lease ran out (from any control host), or when its run is gone from this control host (its
+    process ended or was replaced, or this control host rebooted since). Otherwise the task fails naming that run,
+    when its lease runs out, and the fix.
+  - Renewing it extends this run's lease for O(lease) seconds from now, and fails when the lock is no longer this
+    run's (its lease ran out and another run took it, or the file was removed), so the run stops on the host rather
+    than act beside another. The role renews before each step that may take long, for that step's timeout.
   - Releasing it removes the file only when this run holds it.
-  - The file is read and written on the host by a POSIX sh script (module_utils/host_lock.py HOST_SCRIPT) under a
-    flock of the lock's directory, so two runs cannot both take it, writing through a temporary file and a rename.
-    It needs C(sh) and C(flock) (util-linux) on the host, and no module process (this action plugin runs it).
+  - A lock path or state path (O(state_file)) that is a directory or a symbolic link is refused naming its variable,
+    before anything is written.
+  - The file is read and written on the host by a POSIX sh script under a flock of the lock's directory, so two
+    runs cannot both take it, writing through a temporary file and a rename. It needs C(sh), C(date), C(cksum) and
+    C(flock) (util-linux) on the host, and no module process (this action plugin runs it).
   - The lock is bookkeeping of the run, not configuration of the host - it is gone when the run ends - so the task
     never reports C(changed).
 options:
+  host:
+    description: The host's name in messages. Default the task's inventory_hostname (give it when delegating).
+    type: str
+  lease:
+    description: Seconds the lease lasts from now (the next step's timeout and the role's lease).
+    type: int
+    default: 900
   path:
     description: The lock file as on the host (absolute).
     type: str
@@ -34,10 +48,14 @@ options:
     type: str
     default: /
   state:
-    description: C(held) takes the lock, C(released) gives it back.
+    description: C(held) takes the lock, C(renewed) extends this run's lease, C(released) gives it back.
     type: str
-    choices: [held, released]
+    choices: [held, renewed, released]
     default: held
+  state_file:
+    description: The role's state file as on the host, checked to be no directory or symbolic link.
+    type: str
+    default: /var/lib/open-gpu-cloud/passthrough_host.json
 extends_documentation_fragment: [ogc_attributes.check_only]
 attributes:
   action:
@@ -52,6 +70,12 @@ EXAMPLES = r"""
 - name: Take the host's lock
   host_lock:
     path: /var/lib/open-gpu-cloud/passthrough_host.lock
+    lease: 900
+
+- name: Keep it through a tool that may take half an hour
+  host_lock:
+    state: renewed
+    lease: 2700
 
 - name: Release it
   host_lock:
@@ -61,15 +85,19 @@ EXAMPLES = r"""
 
 RETURN = r"""
 acquired:
-  description: Whether this run holds the lock now (O(state=held)).
+  description: Whether this run holds the lock now (O(state=held), O(state=renewed)).
   returned: success
   type: bool
+expires:
+  description: When this run's lease runs out unless renewed (UTC, the host's clock), or null.
+  returned: success
+  type: str
 held_by:
   description: The record of the run holding the lock when it is not this one, else null.
   returned: always
   type: dict
 took_over:
-  description: The record of the lock that was taken over (its run was gone), else null.
+  description: The record of the lock that was taken over (its lease ran out, or its run was gone), else null.
   returned: success
   type: dict
 released:

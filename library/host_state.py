@@ -36,6 +36,13 @@ options:
     description: Say whether a reboot may be made now (RV(reboot_allowed), RV(reason)).
     type: bool
     default: false
+  inputs:
+    description:
+      - Record what a step's tool just ran on, a fingerprint per step (library/host_files.py's
+        RV(host_files#module:inputs)), given with O(pending_remove) once the tool succeeded. A step whose inputs
+        later differ from these is due again.
+    type: dict
+    default: {}
   generated_from:
     description:
       - Record what the boot-config tool just generated from - the fingerprint of the kernel arguments the GRUB files
@@ -134,6 +141,7 @@ def main():
             boot_args=dict(type="list", elements="list", default=[]),
             decide=dict(type="bool", default=False),
             generated_from=dict(type="str", default=""),
+            inputs=dict(type="dict", default={}),
             plan_pending=dict(type="list", elements="str", default=[]),
             path=dict(type="str", default="/var/lib/open-gpu-cloud/passthrough_host.json"),
             pending_add=dict(type="list", elements="str", default=[]),
@@ -146,7 +154,7 @@ def main():
     params = module.params
     try:
         boot_id_file = bf.host_path(params["root"], params["boot_id_path"], "boot_id_path")
-        state, path, before_text = hs.read(params["root"], params["path"])
+        state, path, before_text, note = hs.read(params["root"], params["path"])
     except (bf.BootFilesError, hs.StateError) as exc:
         module.fail_json(msg=to_native(exc))
     result = dict(changed=False, path=path)
@@ -158,14 +166,16 @@ def main():
         print_now = hs.fingerprint(params["boot_args"], params["plan_pending"])
         record = {"boot_id": boot_id, "fingerprint": print_now} if params["record_reboot"] else None
         new = hs.update(state, params["pending_add"], params["pending_remove"], record, params["clear_reboot"],
-                        params["generated_from"])
+                        params["generated_from"], params["inputs"])
     except hs.StateError as exc:
         module.fail_json(msg=to_native(exc), **result)
     allowed, reason = True, "no decision asked"
     if params["decide"]:
         allowed, reason = hs.reboot_decision(state, boot_id, print_now)
     new_text = hs.dump(new)
-    changed = new != state or (before_text is None and new != hs.empty())
+    changed = new != state or before_text is None and new != hs.empty(new["machine"]) or note is not None
+    if note:
+        result["warnings"] = [note]
     result.update(changed=changed, pending=new["pending"], reboot=new["reboot"], boot_id=boot_id, reboot_allowed=allowed, reason=reason)
     if module._diff and changed:
         result["diff"] = dict(before=before_text or "", after=new_text, before_header=params["path"],

@@ -33,6 +33,7 @@ import stat
 import tempfile
 
 from ansible.module_utils import boot_files as bf
+from ansible.module_utils import host_state as hs
 
 STATES = ("file", "block", "link", "absent")
 KEYS = {"path", "state", "content", "block", "marker", "src", "mode", "needs"}
@@ -104,6 +105,17 @@ def validate(entries):
         seen[norm] = (index, path)
         out.append(norm_entry)
     return out
+
+
+def inputs(entries):
+    """``{step: fingerprint}`` of what each step named in the entries' ``needs`` runs on: the entries that need it, as
+    they are to be (path, state, content, block, marker, link target, mode). host_state records the fingerprint a
+    step's tool last ran on; a step whose inputs differ from it is due, whether or not a file changes in this run."""
+    entries = validate(entries)
+    steps = sorted({step for entry in entries for step in entry["needs"]})
+    return {step: hs.inputs_fingerprint([[e["path"], e["state"], e["content"], e["block"], e["marker"], e["src"],
+                                          e["mode"]] for e in entries if step in e["needs"]])
+            for step in steps}
 
 
 def block_edit(text, block, marker):

@@ -17,7 +17,15 @@ The state file (``/var/lib/open-gpu-cloud/passthrough_host.json`` on the host) r
   this tells "the tool has not run since the files changed" (it is run) from "something outside the files
   overrides them" (the reboot is refused with that cause).
 
-The record is written ahead: a module that is about to write files whose change needs a step marks the step
+* ``inputs``: for each step, a fingerprint of what its tool last ran on successfully (``inputs_fingerprint``; for the
+  initramfs, the files it takes, as library/host_files.py computes it). A step whose inputs are not those it last ran
+  on is due - also when the file is gone or holds no fingerprint (removed by hand, or from an earlier version): the
+  initramfs is rebuilt after the last change of its inputs whatever happened to this file.
+* ``machine``: a digest of the host's machine id. A file that names another machine (copied with an image) is not
+  this host's record: ``read`` sets it aside and starts afresh (every step repeated once, no reboot on record), so a
+  host that was never rebooted is not refused a reboot as if it had been.
+
+The file is private (mode 0600). The record is written ahead: a module that is about to write files whose change needs a step marks the step
 pending, durably (``save``: a temporary file, fsync, rename, fsync of the directory), before it writes the first
 of them; the step is cleared only once its tool succeeded. A run killed anywhere in between leaves the step
 pending, and the next run repeats it.
@@ -25,6 +33,7 @@ pending, and the next run repeats it.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import os
@@ -33,64 +42,117 @@ import tempfile
 from ansible.module_utils import boot_files as bf
 
 STEPS = ("initramfs", "boot_config")
-VERSION = 1
+VERSION = 2
+MACHINE_ID = "/etc/machine-id"
+
+# What read() returns: the state (normalised), the file's real path, its text (None: no file), and a note for the
+# operator (None, or why the file's record was set aside: it was written on another machine).
+Read = collections.namedtuple("Read", "state real text note")
 
 
 class StateError(Exception):
     """A state file or a request this model refuses, worded for the operator."""
 
 
-def empty():
-    return {"version": VERSION, "pending": [], "reboot": None, "generated_from": None}
+def empty(machine=""):
+    return {"version": VERSION, "machine": machine, "pending": [], "reboot": None, "generated_from": None,
+            "inputs": {}}
 
 
-def load(text, where):
-    """Parse the state file's text; an empty text (no file yet) is the empty state."""
+def afresh(machine=""):
+    """The state of a host nothing is known of (no record of its own): every step pending, so each is repeated once,
+    and no reboot on record."""
+    return dict(empty(machine), pending=list(STEPS))
+
+
+def machine_digest(root):
+    """The host's machine id (``/etc/machine-id`` under ``root``) as a digest, or "" when it has none: what the state
+    records to tell its own host from a copy of the file on another machine, without storing the id itself."""
+    try:
+        real = bf.host_path(root, MACHINE_ID, "machine id")
+        with open(real, encoding="utf-8") as handle:
+            machine = handle.read().strip()
+    except (OSError, bf.BootFilesError):
+        return ""
+    return hashlib.sha256(b"open-gpu-cloud host state\0" + machine.encode("utf-8")).hexdigest()[:16] if machine else ""
+
+
+def load(text, where, machine=""):
+    """Parse the state file's text; an empty text (no file yet) is the empty state. Raises StateError naming the file
+    and the fix for anything else. A state written on another machine (its ``machine`` is not ``machine``) is not
+    this host's record: see ``read``."""
     if text is None or not text.strip():
-        return empty()
+        return empty(machine)
+    advice = (f"remove {where} to start afresh: the next run then repeats the initramfs and boot-config steps once "
+              "(and reboots only if the running system still lacks the plan)")
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise StateError(f"{where} is not valid JSON ({exc}): remove it to start afresh; the next run then repeats the "
-                         "initramfs and boot-config steps") from None
+        raise StateError(f"{where} is not valid JSON ({exc}): {advice}") from None
+    inputs = data.get("inputs", {}) if isinstance(data, dict) else None
     if not isinstance(data, dict) or not isinstance(data.get("pending", []), list) \
             or any(p not in STEPS for p in data.get("pending", [])) \
             or not (data.get("reboot") is None or isinstance(data.get("reboot"), dict)) \
-            or not (data.get("generated_from") is None or isinstance(data.get("generated_from"), str)):
+            or not (data.get("generated_from") is None or isinstance(data.get("generated_from"), str)) \
+            or not isinstance(data.get("machine", ""), str) \
+            or not (isinstance(inputs, dict) and all(k in STEPS and isinstance(v, str) for k, v in inputs.items())):
         raise StateError(f"{where} does not hold a passthrough_host state (pending: a list of {', '.join(STEPS)}; "
-                         "reboot: an object or null; generated_from: a string or null): remove it to start afresh")
-    state = empty()
+                         "reboot: an object or null; generated_from: a string or null; inputs: an object of "
+                         f"fingerprints): {advice}")
+    state = empty(data.get("machine") or machine)
     state["pending"] = [p for p in STEPS if p in data.get("pending", [])]
     state["reboot"] = data.get("reboot")
     state["generated_from"] = data.get("generated_from")
+    state["inputs"] = dict(inputs)
     return state
 
 
 def read(root, path):
-    """The state file ``path`` (as on the host) under ``root``, read-only: (state, its real path, its text or None
-    when there is no file). Every module that reads it goes through here; errors are StateError, worded for the
-    operator (the role variable is passthrough_host_state_file)."""
+    """The state file ``path`` (as on the host) under ``root``, read-only: ``Read(state, real path, text or None when
+    there is no file, note)``. Every module that reads it goes through here; errors are StateError, worded for the
+    operator (the role variable is passthrough_host_state_file).
+
+    A file written on another machine (copied with an image, or by hand) is set aside: its steps and its reboot are not
+    this host's, so the state is ``afresh`` - every step repeated once, no reboot on record - and ``note`` says so.
+    A path that is a directory or a symbolic link is refused."""
     try:
         real = bf.host_path(root, path, "path (passthrough_host_state_file)")
+        if os.path.islink(real) or os.path.isdir(real):
+            kind = "symbolic link" if os.path.islink(real) else "directory"
+            raise StateError(f"passthrough_host_state_file ({path}) is a {kind} on the host, not a file: nothing was "
+                             "written. Give passthrough_host_state_file the path of a file of its own (the default is "
+                             "/var/lib/open-gpu-cloud/passthrough_host.json), then run this play again")
         text = bf.read_text(real, path) if os.path.exists(real) else None
     except bf.BootFilesError as exc:
         raise StateError(str(exc)) from None
-    return load(text, path), real, text
+    machine = machine_digest(root)
+    state = load(text, path, machine)
+    if machine and text is not None and state["machine"] and state["machine"] != machine:
+        return Read(afresh(machine), real, text,
+                    f"{path} was written on another machine (its machine id is not this host's: copied with an image?): "
+                    "its pending steps and its reboot record are not this host's, so they are set aside - the "
+                    "initramfs and boot-config steps are repeated once, and the host is rebooted only if the running "
+                    "system lacks the plan")
+    if machine and not state["machine"]:
+        state["machine"] = machine
+    return Read(state, real, text, None)
 
 
 def dump(state):
     return json.dumps(state, indent=2, sort_keys=True) + "\n"
 
 
-def update(state, pending_add=(), pending_remove=(), record_reboot=None, clear_reboot=False, generated_from=None):
+def update(state, pending_add=(), pending_remove=(), record_reboot=None, clear_reboot=False, generated_from=None,
+           inputs=None):
     """The state after one change (a new dict; the input is not modified). ``generated_from`` (a fingerprint,
-    ``boot_config.inputs_fingerprint``) records what the boot-config tool just generated from."""
-    for step in list(pending_add) + list(pending_remove):
+    ``boot_config.inputs_fingerprint``) records what the boot-config tool just generated from; ``inputs``
+    ({step: fingerprint}, host_files' ``inputs``) what a step's tool just ran on."""
+    for step in list(pending_add) + list(pending_remove) + list(inputs or {}):
         if step not in STEPS:
             raise StateError(f"unknown step {step!r} (known: {', '.join(STEPS)})")
     pending = (set(state["pending"]) | set(pending_add)) - set(pending_remove)
-    new = {"version": VERSION, "pending": [p for p in STEPS if p in pending], "reboot": state.get("reboot"),
-           "generated_from": state.get("generated_from")}
+    new = dict(state, version=VERSION, pending=[p for p in STEPS if p in pending],
+               inputs=dict(state.get("inputs") or {}, **(inputs or {})))
     if clear_reboot:
         new["reboot"] = None
     if record_reboot is not None:
@@ -113,7 +175,7 @@ def save(real, state, shown=None):
             handle.write(dump(state).encode("utf-8"))
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, 0o600)
         os.rename(tmp, real)
         tmp = None
         dir_fd = os.open(directory, os.O_RDONLY)
@@ -128,12 +190,19 @@ def save(real, state, shown=None):
             os.unlink(tmp)
 
 
+def inputs_fingerprint(items):
+    """A fingerprint of what a step's tool runs on: ``items`` (any JSON-able description of its inputs as they are
+    to be, e.g. the content of each file the initramfs takes)."""
+    data = json.dumps(items, sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(data.encode("utf-8")).hexdigest()
+
+
 def write_ahead(root, path, steps):
     """Mark ``steps`` pending in the state file ``path`` (as on the host, under ``root``) before the files whose
     change needs them are written; nothing is written when they are pending already. Returns the state after."""
-    state, real, _text = read(root, path)
+    state, real, text, _note = read(root, path)
     new = update(state, pending_add=steps)
-    if new != state:
+    if new != state or text is None:
         save(real, new, path)
     return new
 

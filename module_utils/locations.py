@@ -12,6 +12,9 @@
   write, or does not exist yet; the answer names its owner and mode rather than an errno.
 * The BMC's address (``bmc_address``) is ``host[:port]``: the Redfish modules put ``https://`` in front
   of it themselves, so an ``https://`` the operator wrote is taken off; any other scheme, or a path, is refused.
+  Credentials written into an address are refused, and never echoed (``without_credentials``).
+* Two path variables name two separate files (``same_or_nested``): a lock that is the state file, or its directory,
+  would replace it.
 
 Every function returns a problem in words (naming the variable and the host) or None, so the callers (the
 roles' preflight filters, the plan loader) report every problem of a host at once.
@@ -23,7 +26,8 @@ import os
 import pwd
 import stat
 
-__all__ = ["host_name_problem", "path_problem", "writable_dir_problem", "bmc_address"]
+__all__ = ["host_name_problem", "path_problem", "writable_dir_problem", "bmc_address", "same_or_nested",
+           "without_credentials"]
 
 
 def host_name_problem(host):
@@ -100,6 +104,34 @@ def _owner_mode(info):
     return f"owned by {_user(info.st_uid)}, mode {stat.S_IMODE(info.st_mode):04o}"
 
 
+def same_or_nested(first, second):
+    """How two absolute paths collide - "is the same file as", "is a directory of", "lies inside" - or None when they
+    name two separate files (or either is not a path: path_problem reports that)."""
+    if not (isinstance(first, str) and isinstance(second, str) and first.startswith("/") and second.startswith("/")):
+        return None
+    one, two = os.path.normpath(first), os.path.normpath(second)
+    if one == two:
+        return "is the same file as"
+    if two.startswith(one.rstrip("/") + "/"):
+        return "is a directory of"
+    if one.startswith(two.rstrip("/") + "/"):
+        return "lies inside"
+    return None
+
+
+def without_credentials(value):
+    """An address as it may be shown: whatever stands before an ``@`` in its authority (a user, a password) is masked,
+    so a refusal never echoes a secret."""
+    text = str(value)
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, rest = "", text
+    authority, slash, tail = rest.partition("/")
+    if "@" in authority:
+        authority = "********@" + authority.rsplit("@", 1)[1]
+    return f"{scheme}{sep}{authority}{slash}{tail}"
+
+
 def bmc_address(value):
     """``(address, problem)``: the BMC's ``host[:port]`` for the Redfish modules (which prepend ``https://``)
     from what the operator wrote. ``https://host[:port]`` (with or without a trailing ``/``) gives
@@ -107,16 +139,18 @@ def bmc_address(value):
     if not isinstance(value, str):
         return None, f"passthrough_host_bmc_address ({value!r}) is not a string"
     address = value.strip()
+    shown = without_credentials(value)
     scheme, sep, rest = address.partition("://")
     if sep:
         if scheme.lower() != "https":
-            return None, (f"passthrough_host_bmc_address ({value}) uses {scheme}://: Redfish is spoken over HTTPS "
+            return None, (f"passthrough_host_bmc_address ({shown}) uses {scheme}://: Redfish is spoken over HTTPS "
                           "only (the password goes with every request); give host[:port], or https://host[:port]")
         address = rest.rstrip("/")
     problems = [what for chars, what in (("/", "a path"), ("?#", "a query"), ("@", "user information"),
                                          (" \t", "spaces")) if any(c in address for c in chars)]
     if problems or not address:
-        return None, (f"passthrough_host_bmc_address ({value}) must be the BMC's host[:port] (e.g. 10.0.0.21 or "
+        return None, (f"passthrough_host_bmc_address ({shown}) must be the BMC's host[:port] (e.g. 10.0.0.21 or "
                       f"bmc-h1.example:8443), not {' or '.join(problems) or 'empty'}: the role adds https:// and "
-                      "Redfish's /redfish/v1 itself; the user goes in passthrough_host_bmc_username")
+                      "Redfish's /redfish/v1 itself; the user goes in passthrough_host_bmc_username and the password "
+                      "in passthrough_host_bmc_password (in the host's vault)")
     return address, None

@@ -5,7 +5,7 @@
 
 * ``openstack_argument_spec()``: the connection options every module takes (``cloud`` from
   clouds.yaml or an ``auth`` dict whose secrets are ``no_log``, ``region_name``, ``interface``,
-  TLS options, ``api_timeout``).
+  TLS options, ``connect_timeout`` and ``read_timeout`` with defaults: no call waits without end).
 * ``CloudModule``: an AnsibleModule wrapper that opens ONE openstacksdk connection per module run
   (authenticating at once, so wrong credentials and unreachable endpoints fail before anything is
   written), records what was done, and turns SDK/keystoneauth exceptions into ``fail_json`` naming
@@ -63,6 +63,11 @@ AUTH_OPTIONS = dict(
     system_scope=dict(type="str"),
 )
 
+# Seconds to wait for a connection to an API, and for its answer (each read of it): an endpoint that accepts
+# connections and never answers fails the module after the read timeout instead of holding the run.
+CONNECT_TIMEOUT = 10
+READ_TIMEOUT = 120
+
 # Progress keys that mean something was written (a failure after them reports changed=true).
 DONE_KEYS = ("created", "updated", "recreated", "replaced", "retired", "deleted", "enabled", "disabled",
              "assigned")
@@ -94,7 +99,8 @@ def openstack_argument_spec():
                        aliases=["endpoint_type"]),
         validate_certs=dict(type="bool", aliases=["verify"]),
         ca_cert=dict(type="str", aliases=["cacert"]),
-        api_timeout=dict(type="int"),
+        connect_timeout=dict(type="float", default=CONNECT_TIMEOUT),
+        read_timeout=dict(type="float", default=READ_TIMEOUT, aliases=["api_timeout"]),
     )
 
 
@@ -133,9 +139,11 @@ def connection_kwargs(params):
         kwargs["cloud"] = params["cloud"]
     if params.get("auth"):
         kwargs["auth"] = dict((k, v) for k, v in params["auth"].items() if v is not None)
-    for key in ("auth_type", "region_name", "interface", "api_timeout"):
+    for key in ("auth_type", "region_name", "interface"):
         if params.get(key) is not None:
             kwargs[key] = params[key]
+    if params.get("read_timeout") is not None:
+        kwargs["api_timeout"] = params["read_timeout"]
     if params.get("validate_certs") is not None:
         kwargs["verify"] = params["validate_certs"]
     if params.get("ca_cert"):
@@ -196,6 +204,9 @@ class CloudModule:
             os.environ["OS_CLIENT_CONFIG_FILE"] = clouds_yaml
         try:
             conn = openstack.connect(**kwargs)
+            # keystoneauth hands its session's timeout to requests, which takes (connect, read): the two bounds apart
+            # (openstacksdk's api_timeout, a single number, sets both to the read timeout until here).
+            conn.session.timeout = (self.params["connect_timeout"], self.params["read_timeout"])
         except Exception as exc:  # config errors: unknown cloud name, missing auth_url, ...
             self.module.fail_json(msg=f"cannot configure the connection to {self._where()}: {sdk_message(exc)} (check "
                                       "clouds.yaml / the auth option)")

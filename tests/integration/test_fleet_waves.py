@@ -20,7 +20,9 @@ from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, load_source, module_util
 pytestmark = pytest.mark.integration
 
 fleet = load_source("fleet_inventory", os.path.join("bench", "fleet", "fleet_inventory.py"))
-hl = module_util("host_lock")
+ident = module_util("coordination.identity")
+be = module_util("coordination.backend")
+slots_api = module_util("coordination.slots")
 # The reboots' own timestamps (scripts/timed_command.py) and how many overlapped: bench/fleet/slices.py's reading.
 _slices = load_source("slices", os.path.join("bench", "fleet", "slices.py"))
 reboots, most_at_once = _slices.reboots, _slices.most_at_once
@@ -118,7 +120,9 @@ def test_two_slices_at_once_stay_within_the_fleet_s_batch(tmp_path):
     assert all(r["rc"] == 0 for r in done)
     assert most_at_once(done) <= 2
     assert all(out.count("ready; ") >= 3 for _rc, out in outs)
-    assert sorted(os.listdir(os.path.join(directory, "state", "reboot-slots"))) == [".lock"]  # all given back
+    # All given back: no slot, and no lease (each run's keeper revoked it as the run ended).
+    leftover = sorted(os.listdir(os.path.join(directory, "state", "coordination")))
+    assert leftover == [".lock"], leftover
 
 
 def test_a_slice_s_failed_canary_stops_the_other_slice(tmp_path):
@@ -131,19 +135,14 @@ def test_a_slice_s_failed_canary_stops_the_other_slice(tmp_path):
         yaml.safe_dump({"passthrough_host_reboot_command": [
             "{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/scripts/timed_command.py",
             "{{ fleet_reboot_log }}", "{{ inventory_hostname }}", "--"]}, handle)
-    # The order, without timing luck: this test holds the only slot (a live run: this process) until both slices wait
-    # for it (so both runs started before the failure), then hands it to gpu-001 (a host keeps a slot recorded under
-    # its name), so gpu-001 fails while slice 2 still waits; its stop record then refuses slice 2 any slot.
-    slots = os.path.join(directory, "state", "reboot-slots")
-    os.makedirs(slots)
-    gate = dict(hl.identity(os.getpid()), since="now", time=time.time())
-
-    def hold(host):
-        with open(os.path.join(slots, ".gate"), "w", encoding="utf-8") as handle:
-            json.dump(dict(gate, host=host), handle)
-        os.replace(os.path.join(slots, ".gate"), os.path.join(slots, "slot-0"))
-
-    hold("test-gate")
+    # The order, without timing luck: this test holds the only slot (a live run: this process, under a lease of its
+    # own) until both slices wait for it (so both runs started before the failure), then hands it to gpu-001, which
+    # fails while slice 2 still waits; its stop record then refuses slice 2 any slot.
+    coordination = be.FileBackend(os.path.join(directory, "state", "coordination"))
+    gate = ident.identity(os.getpid())
+    gate_lease = be.lease_id_of(gate["run"])
+    coordination.grant(gate_lease, 600, gate)
+    slots_api.acquire(coordination, "test-gate", [], 1, gate, time.time(), gate_lease)
     logs = [os.path.join(directory, f"slice-{n}.log") for n in (1, 2)]
     procs = [start(inventory, log) for inventory, log in zip(inventories, logs)]
     deadline = time.time() + 600
@@ -156,14 +155,22 @@ def test_a_slice_s_failed_canary_stops_the_other_slice(tmp_path):
             break
         assert time.time() < deadline and all(proc.poll() is None for proc in procs), texts
         time.sleep(0.5)
-    hold("gpu-001")
+    # Handed to gpu-001 in one change: the gate's slot becomes slice 1's (its run, its lease: the lease its first
+    # slot task granted), which slice 1 finds as its own.
+    slice1 = ident.identity(procs[0].pid)
+    lease1 = be.lease_id_of(slice1["run"])
+    while coordination.remaining(lease1) <= 0:
+        assert time.time() < deadline, "slice 1 granted no lease"
+        time.sleep(0.2)
+    record = dict(slots_api.holder_fields(slice1), host="gpu-001", since="now")
+    assert coordination.commit(coordination.read(), puts={0: record}, deletes=[0], lease=lease1)
+    coordination.revoke(gate_lease)
     (rc1, out1), (rc2, out2) = [finish(proc, log) for proc, log in zip(procs, logs)]
     assert rc1 != 0 and rc2 != 0, (out1[-3000:], out2[-3000:])
     assert [r["name"] for r in reboots(directory)] == ["gpu-001"]
     assert "gpu-001 (wave 1):" in out1
-    assert "no reboot slot: gpu-001 failed at " in out2 and "The rollout stops on this slice too" in out2, out2[-3000:]
-    with open(os.path.join(slots, "stopped.json"), encoding="utf-8") as handle:
-        assert json.load(handle)["host"] == "gpu-001"
-    assert not [name for name in os.listdir(slots) if name.startswith("slot-")]
+    assert "no reboot slot: gpu-001 failed at " in out2 and "The rollout stops on this run too" in out2, out2[-3000:]
+    view = coordination.read()
+    assert view.stop["host"] == "gpu-001" and view.slots == {}
     for host in ("gpu-002", "gpu-003"):
         assert not os.path.exists(os.path.join(directory, "state", "hosts", host, ".simulated-reboots")), host

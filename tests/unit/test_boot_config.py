@@ -199,7 +199,8 @@ def test_state_pending_survives_a_failed_step_and_clears_on_success():
 
 @pytest.mark.parametrize("text", ["{", "[]", '{"pending": ["x"]}', '{"reboot": 3}'])
 def test_corrupt_state_file_names_the_file_and_the_fix(text):
-    with pytest.raises(hs.StateError, match="^/var/lib/x.json .*remove it to start afresh"):
+    with pytest.raises(hs.StateError, match="^/var/lib/x.json .*remove /var/lib/x.json to start afresh: the next run then "
+                                            "repeats the initramfs and boot-config steps once"):
         hs.load(text, "/var/lib/x.json")
 
 

@@ -246,7 +246,8 @@ def test_state_file_is_reported_read_only_and_a_corrupt_one_refused(tmp_path):
     state.write_text(json.dumps({"pending": ["boot_config"], "reboot": None}))
     args = dict(root=str(root), present=["iommu=pt"], state_file="/var/lib/open-gpu-cloud/passthrough_host.json")
     result = run_module(args, check_mode=True)
-    assert result["host_state"] == {"version": 1, "pending": ["boot_config"], "reboot": None, "generated_from": None}
+    assert result["host_state"] == {"version": 2, "machine": "", "pending": ["boot_config"], "reboot": None,
+                                    "generated_from": None, "inputs": {}}
     state.write_text(json.dumps({"pending": ["reboot_now"]}))
     before = tree(root)
     result = run_module(args)

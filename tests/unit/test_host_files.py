@@ -399,7 +399,8 @@ def test_module_reports_the_state_file_and_writes_the_step_ahead(capsys, tmp_pat
     assert check["needs"] == ["initramfs"] and not state.exists()             # check mode writes nothing
     result = run_module(capsys, {"root": str(tmp_path), "files": VFIO, "state_file": STATE_FILE})
     # As read before the run; the rebuild the new files need was marked pending before the first was written.
-    assert result["host_state"] == {"version": 1, "pending": [], "reboot": None, "generated_from": None}
+    assert result["host_state"] == {"version": 2, "machine": "", "pending": [], "reboot": None, "generated_from": None,
+                                    "inputs": {}}
     assert json.loads(state.read_text())["pending"] == ["initramfs"]
     state.write_text(json.dumps({"pending": ["initramfs"], "reboot": {"boot_id": "b", "fingerprint": "f"}}))
     before = state.read_bytes()
@@ -416,7 +417,7 @@ def test_module_refuses_a_corrupt_state_file_before_writing_anything(capsys, tmp
     result = run_module(capsys, {"root": str(tmp_path), "files": VFIO, "state_file": STATE_FILE})
     assert result["failed"] is True
     assert result["msg"].startswith("nothing written: " + STATE_FILE + " is not valid JSON")
-    assert "remove it to start afresh" in result["msg"]
+    assert f"remove {STATE_FILE} to start afresh" in result["msg"]
     assert [p.name for p in tmp_path.iterdir()] == ["var"]
 
 

@@ -47,7 +47,9 @@ def test_all_sections_in_order_over_one_connection(os_cloud, cloud, run_module):
     result = run_module(os_cloud, ARGS)
     assert result["changed"] is True, result
     assert result["sections"] == ["access", "flavors", "quotas"]
-    cloud.connect_mock.assert_called_once_with(cloud="ogc-test", interface="public")
+    cloud.connect_mock.assert_called_once_with(cloud="ogc-test", interface="public", api_timeout=120.0)
+    # Every API call bounded: a connect and a read timeout apart (requests takes the pair from keystoneauth).
+    assert cloud.session.timeout == (10.0, 120.0)
     cloud.authorize.assert_called_once_with()
     assert result["access"]["created"] == ["project research"]
     assert result["flavors"]["created"] == ["gpu_tiny", "team"]

@@ -184,7 +184,9 @@ def test_create_makes_exactly_these_calls(os_flavors, conn, run_module):
     conn.compute.create_flavor.return_value = created
     result = run_module(os_flavors, ARGS)
     assert result["changed"] is True and result["created"] == ["gpu_tiny"]
-    conn.connect_mock.assert_called_once_with(cloud="ogc-test", interface="public")
+    conn.connect_mock.assert_called_once_with(cloud="ogc-test", interface="public", api_timeout=120.0)
+    # Every API call bounded: a connect and a read timeout apart (requests takes the pair from keystoneauth).
+    assert conn.session.timeout == (10.0, 120.0)
     conn.authorize.assert_called_once_with()
     conn.compute.get.assert_called_once_with("/flavors/detail", params={"is_public": "None"}, microversion="2.61")
     conn.compute.create_flavor.assert_called_once_with(name="gpu_tiny", vcpus=4, ram=2048, disk=20, ephemeral=0,

@@ -138,7 +138,7 @@ def test_unknown_quota_key_is_rejected_by_the_spec(os_quotas, cloud, run_module)
 def test_auth_dict_secrets_and_connection_kwargs(cloud_utils):
     params = dict(cloud=None, auth=dict(auth_url="http://k/v3", username="u", password="p", project_name=None),
                   auth_type=None, region_name="RegionOne", interface="internal", validate_certs=False,
-                  ca_cert=None, api_timeout=30)
+                  ca_cert=None, connect_timeout=5, read_timeout=30)
     assert cloud_utils.connection_kwargs(params) == dict(
         auth=dict(auth_url="http://k/v3", username="u", password="p"), region_name="RegionOne",
         interface="internal", api_timeout=30, verify=False)
