@@ -157,9 +157,10 @@ def coordination_errors(values, host):
     if values.get("passthrough_host_reboot_slots_dir") is not None:
         errors.append(
             f"{host}: passthrough_host_reboot_slots_dir is no longer read: the fleet-wide reboot slots are on the "
-            "coordination backend named by passthrough_rollout_coordination_url. Replace it in the inventory with "
-            "passthrough_rollout_coordination_url: file://<that directory> (one control host) or etcd3+http://<etcd "
-            "host>:2379 (several control hosts), then run this play again.")
+            "coordination backend named by passthrough_rollout_coordination_url (by default a directory beside the "
+            "plan directory, file://<its parent>/coordination, for one control host; etcd3+http://<etcd host>:2379 "
+            "for several). Remove passthrough_host_reboot_slots_dir from the inventory (and set "
+            "passthrough_rollout_coordination_url where the default does not fit), then run this play again.")
     url = values.get("passthrough_rollout_coordination_url")
     if url in (None, ""):
         return errors

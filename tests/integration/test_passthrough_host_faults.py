@@ -18,6 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
+from etcd_server import EtcdServer  # noqa: E402  pylint: disable=wrong-import-position
+
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,8 +49,7 @@ def cases():
     # The same host with a BMC: SVM off now, switched on by the BIOS attributes the role stages; the power cycle of
     # its reboot applies them, after which the host runs as seed-v100 does (the reboot's fixture).
     out["bmc-enables-virt"] = (copy.deepcopy(no_virt), {
-        "passthrough_host_bmc_bios_attributes_extra": {
-            "sushy emulator": {"virtualization": {"SVMMode": "Enabled"}, "iommu": {"IOMMU": "Enabled"}, "sriov": {}}},
+        "passthrough_host_bmc_bios_attributes_extra": BMC_TABLE,
         "passthrough_host_reboot_command": "AS-SEED"})
     vtd_off = copy.deepcopy(intel)
     vtd_off["firmware"] = {"iommu": False}
@@ -121,11 +123,24 @@ def cases():
     out["bmc-https-short"] = (copy.deepcopy(seed), {"passthrough_host_bmc_address": "https://BMC/",
                                                     "passthrough_host_bmc_password": "e"})
     out["bmc-http"] = (copy.deepcopy(seed), {"passthrough_host_bmc_address": "http://10.0.0.21"})
+    # The coordination layer's paths and secrets: a lock that would replace the state's directory, a lock or state path
+    # that is a directory or a symbolic link on the host, credentials in an address, a retired variable, a duration
+    # that is no number.
+    out["lock-is-state-dir"] = (copy.deepcopy(seed), {"passthrough_host_lock_file": "/var/lib/open-gpu-cloud"})
+    out["lock-dir-on-host"] = (copy.deepcopy(seed), {"passthrough_host_lock_file": "/var/lib/open-gpu-cloud/held.d"})
+    out["state-symlink"] = (copy.deepcopy(seed), {})
+    out["bmc-credentials"] = (copy.deepcopy(seed), {"passthrough_host_bmc_address": "ogc-admin:" + URL_SECRET + "@BMC"})
+    out["coordination-credentials"] = (copy.deepcopy(seed), {
+        "passthrough_rollout_coordination_url": "etcd3+http://root:" + URL_SECRET + "@127.0.0.1:2379"})
+    out["retired-slots-dir"] = (copy.deepcopy(seed), {"passthrough_host_reboot_slots_dir": "/srv/awx/reboot-slots"})
+    out["bad-timeout"] = (copy.deepcopy(seed), {"passthrough_host_tool_timeout": "soon"})
     return out
 
 
 SEED_ARGS = "iommu=pt vfio-pci.ids=10de:1db4 rd.driver.pre=vfio-pci modprobe.blacklist=nouveau,nvidiafb"
 ISCSI_SECRET = "Zq8-iscsi-Secret"
+URL_SECRET = "Url-Secr3t-77"
+BMC_TABLE = {"sushy emulator": {"virtualization": {"SVMMode": "Enabled"}, "iommu": {"IOMMU": "Enabled"}, "sriov": {}}}
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +170,15 @@ def bmc(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory, bmc):
+def etcd(tmp_path_factory):
+    """A real coordination service, for the advice "give the address alone"."""
+    server = EtcdServer(tmp_path_factory.mktemp("etcd")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, bmc, etcd):
     base = tmp_path_factory.mktemp("faults")
     hosts = {}
     originals = {}
@@ -208,16 +231,38 @@ def run(tmp_path_factory, bmc):
     (base / "plans" / "no-virt.json").chmod(0o600)
     (base / "state" / "bootcfg-fails" / "fail-update-grub").write_text("/usr/sbin/grub-mkconfig: error: no such device: root.\n")
     (base / "state" / "initramfs-fails" / "fail-update-initramfs").write_text("E: /usr/share/initramfs-tools/hooks/x failed\n")
-    inventory = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": PY},
-                         "children": {"gpu_hosts": {"hosts": hosts}}}}
-    (base / "inventory.yml").write_text(yaml.safe_dump(inventory))
+    lib = base / "roots" / "lock-dir-on-host" / "var/lib/open-gpu-cloud"
+    (lib / "held.d").mkdir(parents=True)
+    lib = base / "roots" / "state-symlink" / "var/lib/open-gpu-cloud"
+    lib.mkdir(parents=True)
+    os.symlink("passthrough_host.real", lib / "passthrough_host.json")
+
+    def write_inventory():
+        # No fleet-wide slots: every host of the waves' play runs at once, to its own end (no serial, no stop).
+        inventory = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": PY,
+                                      "passthrough_rollout_coordination_url": ""},
+                             "children": {"gpu_hosts": {"hosts": hosts}}}}
+        (base / "inventory.yml").write_text(yaml.safe_dump(inventory))
+
+    write_inventory()
     playbook = base / "play.yml"
-    # As playbooks/host.yml's first play: the rollout's variables checked first (its batch), then the roles.
+    # As playbooks/host.yml (after plan.yml): the first play checks the rollout's variables, configures every host and
+    # leaves the reboots to the waves; the second reboots, verifies and plans again. Without serial and
+    # max_fail_percentage, so that each host's fault runs to its own end instead of stopping the others.
     check = {"name": "Check the rollout's variables",
              "ansible.builtin.include_role": {"name": "passthrough_rollout", "tasks_from": "check"}}
-    playbook.write_text(yaml.safe_dump([{"name": "Faults", "hosts": "gpu_hosts", "gather_facts": False,
-                                         "pre_tasks": [check],
-                                         "roles": [{"role": "passthrough"}, {"role": "passthrough_host"}]}]))
+    plan = {"name": "Plan the reboot waves",
+            "ansible.builtin.include_role": {"name": "passthrough_rollout", "tasks_from": "plan"}}
+    replan = {"name": "Plan the rebooted host again",
+              "ansible.builtin.include_role": {"name": "passthrough", "tasks_from": "replan"},
+              "when": "not ansible_check_mode"}
+    playbook.write_text(yaml.safe_dump([
+        {"name": "Faults", "hosts": "gpu_hosts", "gather_facts": False, "pre_tasks": [check],
+         "roles": [{"role": "passthrough"},
+                   {"role": "passthrough_host", "vars": {"passthrough_host_defer_reboot": True}}],
+         "post_tasks": [plan]},
+        {"name": "Faults in the waves", "hosts": "{{ groups['passthrough_rollout_wave'] | default([]) }}",
+         "gather_facts": False, "roles": [{"role": "passthrough_rollout"}], "post_tasks": [replan]}]))
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
                ANSIBLE_ROLES_PATH=str(REPO / "roles"), ANSIBLE_LIBRARY=str(REPO / "library"),
                ANSIBLE_MODULE_UTILS=str(REPO / "module_utils"), ANSIBLE_FILTER_PLUGINS=str(REPO / "filter_plugins"), ANSIBLE_PIPELINING="True", ANSIBLE_FORKS="12")
@@ -236,11 +281,13 @@ def run(tmp_path_factory, bmc):
                 for host, result in task["hosts"].items():
                     if result.get("changed"):
                         changed.setdefault(host, []).append(task["task"]["name"])
-                    if result.get("failed"):
+                    # The last failure stopped the host (a rescue's fail says what happened), but for the rollout's
+                    # own stop, which repeats the failure before it naming the wave.
+                    if result.get("failed") and task["task"]["name"] != "passthrough_rollout : Stop the rollout":
                         # A looped task's message is its failed item's.
                         msg = next((item.get("msg", "") for item in result.get("results", []) if item.get("failed")),
                                    result.get("msg", ""))
-                        failures[host] = (task["task"]["name"], msg)  # the last one stopped the host
+                        failures[host] = (task["task"]["name"], msg)
         report["changed_tasks"] = changed
         return proc, report, failures
 
@@ -253,10 +300,147 @@ def run(tmp_path_factory, bmc):
     (base / "state" / "initramfs-fails" / "fail-update-initramfs").unlink()
     second = {}
     _, second["report"], second["failures"] = play("--limit", "initramfs-fails,reboot-no-effect")
-    yield {"base": base, "failures": failures, "stats": report["stats"], "originals": originals, "proc": proc,
-           "changed_tasks": report["changed_tasks"],
-           "second": second, "after_first": after_first}
+    locks_after = {name: (root_path(base, name) / "var/lib/open-gpu-cloud").exists() and sorted(
+        p.name for p in (root_path(base, name) / "var/lib/open-gpu-cloud").iterdir() if p.name.endswith(".lock"))
+        for name in hosts}
+
+    # What the first two runs left, kept for the tests of their refusals (the advice below changes the hosts).
+    snapshot = base / "before-advice"
+    for part in ("roots", "state", "plans"):
+        shutil.copytree(base / part, snapshot / part, symlinks=True)
+
+    # The advice of every refusal, followed as the operator would (ADVICE), then one run of the play over those hosts
+    # - and a further run over every host, which must change nothing and run no tool: each host converged.
+    advised, reboots_before = {}, {}
+    for name in sorted(set(failures) | set(second["failures"])):
+        if name == "initramfs-fails":
+            continue  # its advice (fix the tool, run again) was the second run
+        new_name = ADVICE[name](Ctx(base, name, hosts, bmc, etcd.url))
+        advised[name] = new_name if isinstance(new_name, str) else name  # a renamed host
+        reboots_before[advised[name]] = simulated_reboots(root_path(base, name))
+    write_inventory()
+    # A host pointed at a coordination service runs apart: the waves' play here has no serial, so its whole batch
+    # would ask for one wave's slots.
+    apart = [n for n in advised.values() if hosts[n].get("passthrough_rollout_coordination_url")]
+    advice = {"failures": {}, "changed_tasks": {}}
+    for names in ([n for n in advised.values() if n not in apart], *([n] for n in apart)):
+        _, report_, failures_ = play("--limit", ",".join(names))
+        advice["failures"].update(failures_)
+        for host, tasks in report_["changed_tasks"].items():
+            advice["changed_tasks"].setdefault(host, []).extend(tasks)
+    original = {new: old for old, new in advised.items()}
+    calls_before = {name: calls_at(base, original.get(name, name)) for name in hosts}
+    further = {}
+    _, further["report"], further["failures"] = play()
+    yield {"base": snapshot, "live": base, "failures": failures, "stats": report["stats"], "originals": originals,
+           "proc": proc,
+           "changed_tasks": report["changed_tasks"], "second": second, "after_first": after_first,
+           "locks_after": locks_after, "advised": advised, "advice": advice, "further": further,
+           "reboots_before": reboots_before, "calls_before": calls_before}
     shutil.rmtree(base, ignore_errors=True)
+
+
+def root_path(base, name):
+    return base / "roots" / safe_name(name)
+
+
+def simulated_reboots(root):
+    path = root / ".simulated-reboots"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def calls_at(base, name):
+    path = base / "state" / safe_name(name) / "calls.jsonl"
+    return path.read_text() if path.exists() else ""
+
+
+class Ctx:
+    """What following one refusal's advice touches: the host's variables, its sandbox root and fixture, the BMC."""
+
+    def __init__(self, base, name, hosts, bmc, etcd_url):
+        self.base, self.name, self.hosts, self.bmc, self.etcd_url = base, name, hosts, bmc, etcd_url
+        self.vars = hosts[name]
+        self.root = root_path(base, name)
+        self.fixture = base / (safe_name(name) + ".yml")
+
+    def set(self, **values):
+        self.vars.update(values)
+
+    def unset(self, *names):
+        for name in names:
+            self.vars.pop(name, None)
+
+    def firmware(self, change):
+        """Change a setting in the firmware setup (the fixture the next boot reads), then reboot the host by hand."""
+        fix = yaml.safe_load(self.fixture.read_text())
+        change(fix)
+        self.fixture.write_text(yaml.safe_dump(fix))
+        subprocess.run([PY, str(REPO / "scripts" / "simulate_reboot.py"), str(self.fixture), str(self.root)],
+                       check=True)
+
+    def grub(self, text):
+        path = self.root / "etc/default/grub"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+    def rename(self, new):
+        """Rename the host in the inventory (its address, here its sandbox, stays)."""
+        self.hosts[new] = self.hosts.pop(self.name)
+        return new
+
+    def bmc_right(self, address=None):
+        self.set(passthrough_host_bmc_address=address or self.bmc, passthrough_host_bmc_username="ogc-admin",
+                 passthrough_host_bmc_password="right-password", passthrough_host_bmc_bios_attributes_extra=BMC_TABLE)
+
+
+SEED_GRUB = yaml.safe_load((REPO / "fixtures" / "hosts" / "seed-v100.yml").read_text())["files"]["etc/default/grub"]
+
+
+def _seed_reboot(ctx):
+    ctx.set(passthrough_host_reboot_command=[PY, str(REPO / "scripts" / "simulate_reboot.py"), str(ctx.fixture),
+                                             str(ctx.root)])
+
+
+# What each refusal's message tells the operator to do, done (the message's words are checked by the tests above).
+ADVICE = {
+    "no-virt": lambda c: c.firmware(lambda f: f["cpu"].update(virtualization=True)),
+    "vtd-off": lambda c: c.firmware(lambda f: f.update(firmware={"iommu": True})),
+    "iommu-inactive": lambda c: c.firmware(lambda f: f.update(firmware={"iommu": True}, iommu=True)),
+    "amd-iommu-off": lambda c: c.firmware(lambda f: f.update(iommu=True)),
+    "no-grub": lambda c: c.grub(SEED_GRUB),
+    "no-variable": lambda c: c.set(passthrough_host_grub_variable="GRUB_CMDLINE_LINUX"),
+    "bootcfg-fails": lambda c: (c.base / "state" / "bootcfg-fails" / "fail-update-grub").unlink(),
+    "no-reboot": lambda c: c.set(passthrough_host_allow_reboot=True),
+    "no-gpus": lambda c: c.set(passthrough_host_expect_no_gpus=True),
+    "forced": lambda c: c.set(passthrough_policy={"keep_on_host": ["0000:28:00.0"], "exclude": ["0000:27:00.0"]}),
+    "retired-policy": lambda c: (c.unset("passthrough_host_policy"),
+                                 c.set(passthrough_policy={"exclude": ["0000:27:00.0"]})),
+    "bmc-unreachable": lambda c: c.bmc_right(),
+    "bmc-wrong-password": lambda c: c.bmc_right(),
+    "bmc-https-short": lambda c: c.bmc_right(f"https://{c.bmc}/"),
+    "bmc-http": lambda c: c.bmc_right(),
+    "bmc-credentials": lambda c: c.bmc_right(),
+    # The boot loader now boots the generated entry; the configuration did not change, so the state file goes.
+    "reboot-no-effect": lambda c: (_seed_reboot(c), (c.root / STATE).unlink()),
+    "stale-output": lambda c: c.unset("passthrough_host_boot_config_output"),
+    "relative-path": lambda c: c.set(passthrough_host_modprobe_file="/etc/modprobe.d/vfio.conf"),
+    "bad-batch": lambda c: c.set(passthrough_host_reboot_batch=1),
+    "adjacent-quotes": lambda c: c.grub(SEED_GRUB),
+    "sourced-file": lambda c: c.grub(SEED_GRUB),
+    "conditional": lambda c: c.grub(SEED_GRUB),
+    "systemd-boot": lambda c: c.set(passthrough_host_boot_loader="grub"),
+    "iscsi-secret": lambda c: c.set(passthrough_host_allow_reboot=True),
+    "../../escape": lambda c: c.rename("escape"),
+    "rack1/h1": lambda c: c.rename("rack1-h1"),
+    "relative-plans": lambda c: c.set(passthrough_plan_dir=str(c.base / "plans")),
+    "lock-is-state-dir": lambda c: c.unset("passthrough_host_lock_file"),
+    "lock-dir-on-host": lambda c: c.unset("passthrough_host_lock_file"),
+    "state-symlink": lambda c: c.set(passthrough_host_state_file="/var/lib/open-gpu-cloud/passthrough_host-own.json"),
+    "coordination-credentials": lambda c: c.set(passthrough_rollout_coordination_url=c.etcd_url),
+    "retired-slots-dir": lambda c: c.unset("passthrough_host_reboot_slots_dir"),
+    "bad-timeout": lambda c: c.unset("passthrough_host_tool_timeout"),
+}
+STATE = "var/lib/open-gpu-cloud/passthrough_host.json"
 
 
 def safe_name(name):
@@ -460,7 +644,7 @@ def test_relative_path_variable_is_refused(run):
                    "Give every passthrough_host_* path as it is on the host, starting with / (e.g. /etc/default/grub); "
                    "the role puts passthrough_host_root in front of it.")
     nothing_written(run, "relative-path")
-    assert not (run["base"] / "etc").exists()
+    assert not (run["live"] / "etc").exists()
 
 
 def test_adjacent_quoting_is_refused_with_the_line(run):
@@ -515,7 +699,7 @@ def test_host_names_that_are_not_file_names_are_refused(run):
     msg = failure(run, "../../escape")
     assert msg.startswith("Host '../../escape': the inventory host name '../../escape' holds a '/'"), msg
     assert "Rename the host in the inventory" in msg
-    assert not (run["base"].parent / "escape.json").exists() and not (run["base"] / "escape.json").exists()
+    assert not (run["live"].parent / "escape.json").exists() and not (run["live"] / "escape.json").exists()
     msg = failure(run, "rack1/h1")
     assert msg.startswith("Host 'rack1/h1': the inventory host name 'rack1/h1' holds a '/'"), msg
     assert not (run["base"] / "plans" / "rack1").exists()
@@ -537,9 +721,72 @@ def test_a_bmc_address_with_https_is_used_and_a_short_password_does_not_garble_t
     nothing_written(run, "bmc-http")
 
 
-def test_a_failed_run_gives_the_lock_back(run):
-    for name in ("no-virt", "bootcfg-fails", "initramfs-fails", "systemd-boot"):
-        assert not (root_of(run, name) / "var/lib/open-gpu-cloud/passthrough_host.lock").exists(), name
+def test_every_way_out_gives_the_host_s_lock_back(run):
+    """Refused in the first play (before or after its plan was loaded, its reboot needed and allowed), failed in the
+    waves, or done: no host keeps a lock once the run has ended on it."""
+    assert len(run["failures"]) >= 30
+    held = {name: locks for name, locks in run["locks_after"].items() if locks}
+    assert held == {}
+
+
+def test_a_lock_that_would_replace_the_state_s_directory_is_refused_naming_the_variable(run):
+    msg = failure(run, "lock-is-state-dir")
+    assert msg.startswith("lock-is-state-dir: passthrough_host_lock_file (/var/lib/open-gpu-cloud) is a directory "
+                          "of passthrough_host_state_file (/var/lib/open-gpu-cloud/passthrough_host.json)"), msg
+    nothing_written(run, "lock-is-state-dir")
+
+
+def test_a_lock_or_state_path_that_is_a_directory_or_a_symlink_on_the_host_is_refused_before_any_write(run):
+    msg = failure(run, "lock-dir-on-host")
+    assert msg.startswith("lock-dir-on-host: passthrough_host_lock_file (/var/lib/open-gpu-cloud/held.d) is a "
+                          "directory on the host, not a file: nothing was written."), msg
+    nothing_written(run, "lock-dir-on-host")
+    msg = failure(run, "state-symlink")
+    assert msg.startswith("state-symlink: passthrough_host_state_file (/var/lib/open-gpu-cloud/passthrough_host.json) "
+                          "is a symlink on the host, not a file"), msg
+    nothing_written(run, "state-symlink")
+
+
+def test_credentials_in_an_address_are_refused_and_never_shown(run):
+    assert "passthrough_host_bmc_address (********@BMC) must be the BMC's host[:port]" in failure(run, "bmc-credentials")
+    msg = failure(run, "coordination-credentials")
+    assert msg.startswith("coordination-credentials: passthrough_rollout_coordination_url carries credentials"), msg
+    text = json.dumps(run["failures"]) + run["proc"].stdout + run["proc"].stderr
+    assert URL_SECRET not in text
+    nothing_written(run, "bmc-credentials")
+    nothing_written(run, "coordination-credentials")
+
+
+def test_the_retired_slot_directory_and_a_duration_that_is_no_number_are_refused(run):
+    msg = failure(run, "retired-slots-dir")
+    assert "passthrough_host_reboot_slots_dir is no longer read" in msg and "Remove passthrough_host_reboot_slots_dir" in msg
+    # The role's argument specification refuses it first, naming it (a wrong type is refused, not converted).
+    msg = failure(run, "bad-timeout")
+    assert "passthrough_host_tool_timeout" in msg and "'soon'" in msg and "cannot be converted to an int" in msg
+    nothing_written(run, "retired-slots-dir")
+    nothing_written(run, "bad-timeout")
+
+
+@pytest.mark.parametrize("name", sorted(set(ADVICE) | {"initramfs-fails"}))
+def test_following_each_refusal_s_advice_converges_the_host(run, name):
+    """The refusal's advice, followed (ADVICE), then the play again: the host converges - no failure, at most the one
+    reboot its configuration needs, nothing pending, its lock given back - and a further run changes nothing and runs
+    no tool (so each tool ran after the last change of its inputs)."""
+    host = run["advised"].get(name, name)
+    assert name in run["failures"] or name in run["second"]["failures"], f"{name} was never refused"
+    assert host not in run["advice"]["failures"], run["advice"]["failures"].get(host)
+    root = root_path(run["live"], name)
+    if name in run["reboots_before"]:
+        assert simulated_reboots(root) - run["reboots_before"][host] <= 1
+    assert host not in run["further"]["failures"], run["further"]["failures"].get(host)
+    assert run["further"]["report"]["stats"][host]["changed"] == 0, run["further"]["report"]["changed_tasks"].get(host)
+    assert calls_at(run["live"], name) == run["calls_before"][host]
+    state_name = "passthrough_host-own.json" if name == "state-symlink" else "passthrough_host.json"
+    state = root / "var/lib/open-gpu-cloud" / state_name
+    if state.exists():
+        record = json.loads(state.read_text())
+        assert record["pending"] == [] and record["reboot"] is None
+    assert not [p for p in (root / "var/lib/open-gpu-cloud").glob("*.lock")] if (root / "var/lib").exists() else True
 
 
 def test_the_operators_modes_of_the_plan_directory_and_files_are_kept(run):
