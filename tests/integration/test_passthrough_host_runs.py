@@ -185,3 +185,94 @@ def test_a_second_run_on_the_same_host_stops_naming_the_first(tmp_path):
         out, _ = first.communicate(timeout=600)
     assert first.returncode == 0, out[-5000:]
     assert len(reboots(root)) == 1 and not (root / LOCK).exists()
+
+
+def tool_calls(tmp_path, name):
+    path = tmp_path / "state" / "calls.jsonl"
+    return [json.loads(line)["name"] for line in path.read_text().splitlines()].count(name) if path.exists() else 0
+
+
+def test_a_corrupt_state_file_s_advice_is_followed_and_the_initramfs_is_still_rebuilt(tmp_path):
+    """The vfio files are written, the initramfs rebuild fails (pending in the state file), then the state file is
+    damaged. The refusal says to remove it; done, the next run rebuilds the initramfs - its inputs are not those it
+    last ran on, whatever the file said - and reboots once."""
+    inventory, root = sandbox(tmp_path, tool_wrapper=lambda name: [])
+    assert playbook(inventory, "plan.yml")[0] == 0
+    fail = tmp_path / "state" / "fail-update-initramfs"
+    fail.write_text("E: /usr/share/initramfs-tools/hooks/x failed\n")
+    rc, out = playbook(inventory, "host.yml")
+    assert rc != 0 and json.loads((root / STATE).read_text())["pending"] == ["initramfs"]
+    assert (root / "etc/modprobe.d/vfio.conf").exists() and tool_calls(tmp_path, "update-initramfs") == 0
+    fail.unlink()
+    (root / STATE).write_text('{"pending": ["initr')                       # damaged (a full disk, a bad edit)
+    rc, out = playbook(inventory, "host.yml")
+    _stats, failures = report(out)
+    msg = " ".join(failures.values())
+    assert rc != 0 and f"/{STATE} is not valid JSON" in msg, failures
+    assert f"remove /{STATE} to start afresh: the next run then repeats the initramfs and boot-config steps" in msg
+    assert not reboots(root) and not (root / LOCK).exists()
+    (root / STATE).unlink()                                               # the advice
+    rc, out = playbook(inventory, "host.yml")
+    assert rc == 0, out[-5000:]
+    assert tool_calls(tmp_path, "update-initramfs") == 1 and len(reboots(root)) == 1
+    state = json.loads((root / STATE).read_text())
+    assert state["pending"] == [] and state["reboot"] is None and state["inputs"]["initramfs"].startswith("sha256:")
+    calls = (tmp_path / "state" / "calls.jsonl").read_text()
+    rc, out = playbook(inventory, "host.yml")
+    assert rc == 0 and report(out)[0]["h1"]["changed"] == 0 and (tmp_path / "state" / "calls.jsonl").read_text() == calls
+
+
+def test_a_state_file_copied_from_another_machine_does_not_refuse_a_host_its_first_reboot(tmp_path):
+    """A host rebooted once for its configuration (the boot loader ignored it: the reboot is on record, unverified);
+    its state file is copied to a twin that never rebooted (an image taken of it, say). The twin's run sets the copy
+    aside - another machine's record - and reboots it once, instead of blaming its firmware."""
+    first, first_root = sandbox(tmp_path / "a", tool_wrapper=lambda name: [])
+    twin, twin_root = sandbox(tmp_path / "b", tool_wrapper=lambda name: [])
+    for number, root in enumerate((first_root, twin_root), 1):
+        (root / "etc/machine-id").write_text(f"{number:032x}\n")
+    with open(first, encoding="utf-8") as handle:
+        doc = yaml.safe_load(handle)
+    doc["all"]["children"]["gpu_hosts"]["hosts"]["h1"]["passthrough_host_reboot_command"] = [
+        "sh", "-c", 'cat /proc/sys/kernel/random/uuid > "$1/proc/sys/kernel/random/boot_id" && '
+                    'echo reboot >> "$1/.simulated-reboots"', "reboot", str(first_root)]
+    first.write_text(yaml.safe_dump(doc))
+    assert playbook(first, "plan.yml")[0] == 0 and playbook(first, "host.yml")[0] != 0
+    copied = json.loads((first_root / STATE).read_text())
+    assert copied["reboot"]["fingerprint"] and copied["machine"]
+    (twin_root / STATE).parent.mkdir(parents=True, exist_ok=True)
+    (twin_root / STATE).write_text(json.dumps(copied))
+    assert playbook(twin, "plan.yml")[0] == 0
+    rc, out = playbook(twin, "host.yml")
+    assert rc == 0, out[-5000:]
+    assert "was written on another machine (its machine id is not this host's" in out
+    assert len(reboots(twin_root)) == 1
+    state = json.loads((twin_root / STATE).read_text())
+    assert state["machine"] != copied["machine"] and state["pending"] == [] and state["reboot"] is None
+    assert (twin_root / STATE).stat().st_mode & 0o777 == 0o600
+
+
+def test_another_control_host_s_live_lock_is_refused_until_it_is_removed_or_its_lease_runs_out(tmp_path):
+    inventory, root = sandbox(tmp_path, tool_wrapper=lambda name: [])
+    assert playbook(inventory, "plan.yml")[0] == 0
+    other = {"run": "0123456789abcdef", "controller": "awx-node-2", "controller_id": "fedcba9876543210",
+             "boot": "00112233aabbccdd", "user": "awx", "pid": 4242, "start_time": 17, "since": "2026-11-26T07:00:00Z"}
+    (root / LOCK).parent.mkdir(parents=True, exist_ok=True)
+    (root / LOCK).write_text(json.dumps(dict(other, expires=int(time.time()) + 3600)))
+    grub = (root / "etc/default/grub").read_text()
+    rc, out = playbook(inventory, "host.yml")
+    _stats, failures = report(out)
+    msg = failures.get("Take the host's lock (one run of the host phase at a time)", "")
+    assert rc != 0 and msg.startswith("h1: another run of the host phase holds the host's lock "
+                                      "/var/lib/open-gpu-cloud/passthrough_host.lock: run 0123456789abcdef of awx on "
+                                      "awx-node-2 (ansible-playbook pid 4242)"), failures
+    assert "it runs on another control host (awx-node-2)" in msg and "its lease runs until" in msg
+    assert f"remove /var/lib/open-gpu-cloud/passthrough_host.lock on h1" in msg
+    assert (root / "etc/default/grub").read_text() == grub and not reboots(root)
+    (root / LOCK).unlink()                                                # the advice: that run is gone
+    rc, out = playbook(inventory, "host.yml")
+    assert rc == 0 and len(reboots(root)) == 1 and not (root / LOCK).exists(), out[-5000:]
+    # A lock whose lease ran out is taken over without asking, from any control host.
+    (root / LOCK).write_text(json.dumps(dict(other, expires=int(time.time()) - 1)))
+    rc, out = playbook(inventory, "host.yml")
+    assert rc == 0 and "took over the lock of run 0123456789abcdef" in out and "its lease ran out" in out
+    assert not (root / LOCK).exists() and len(reboots(root)) == 1
