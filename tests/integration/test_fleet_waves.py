@@ -100,9 +100,12 @@ def test_failing_canary_stops_the_rollout(tmp_path):
     assert rc != 0
     assert [r["name"] for r in reboots(directory)] == ["gpu-001"]
     assert "gpu-001 (wave 1):" in out
-    assert "The rollout stops here: gpu-002, gpu-003 are left untouched (not drained, not rebooted)." in out
+    assert ("The rollout stops here: gpu-002, gpu-003 are left untouched (not drained, not rebooted; their locks "
+            "given back).") in out
     for host in ("gpu-002", "gpu-003"):
         assert not os.path.exists(os.path.join(directory, "state", "hosts", host, ".simulated-reboots")), host
+        assert not os.path.exists(os.path.join(directory, "state", "hosts", host, "var/lib/open-gpu-cloud/"
+                                               "passthrough_host.lock")), host
 
 
 def test_two_slices_at_once_stay_within_the_fleet_s_batch(tmp_path):
@@ -174,3 +177,9 @@ def test_a_slice_s_failed_canary_stops_the_other_slice(tmp_path):
     assert view.stop["host"] == "gpu-001" and view.slots == {}
     for host in ("gpu-002", "gpu-003"):
         assert not os.path.exists(os.path.join(directory, "state", "hosts", host, ".simulated-reboots")), host
+        assert not os.path.exists(os.path.join(directory, "state", "hosts", host, "var/lib/open-gpu-cloud/"
+                                               "passthrough_host.lock")), host
+    # The advice ("a run started after the failure is not held back by the record"): slice 2 again reboots its hosts.
+    rc, out = finish(start(inventories[1], logs[1]), logs[1])
+    assert rc == 0, out[-5000:]
+    assert sorted(r["name"] for r in reboots(directory)) == ["gpu-001", "gpu-002", "gpu-003"]

@@ -212,3 +212,9 @@ def test_the_service_stopped_mid_wave_starts_no_reboot_fails_naming_it_and_leave
     backend = be.open_backend(etcd.url)
     wait_for(lambda: backend.read().slots == {} and leases_left(etcd) == [],
              "a slot or a lease outlived its lease", timeout=LEASE_TTL + 30)
+    # The advice: with the service back, run again - both control hosts finish, gpu-001 (verified) not rebooted again.
+    procs = [start(control, n, log) for n, (control, log) in enumerate(zip(controls, logs), 1)]
+    for proc, log in zip(procs, logs):
+        rc, out = finish(proc, log)
+        assert rc == 0, out[-5000:]
+    assert sorted(r["name"] for r in reboots(directory)) == ["gpu-001", "gpu-002", "gpu-003"]
