@@ -36,7 +36,7 @@ def test_bls_entries_and_running_kernel(host):
 def test_one_reboot_nothing_pending(host):
     assert len(sandbox.reboots(host)) == 1
     state = json.loads(sandbox.read(host, "var/lib/open-gpu-cloud/passthrough_host.json"))
-    assert state["pending"] == [] and state["reboot"] is None and state["version"] == 1
+    assert state["pending"] == [] and state["reboot"] is None and state["version"] == 2
     assert state["generated_from"].startswith("sha256:")  # what grub2-mkconfig last generated from
     names = [call[0] for call in sandbox.calls(host)]
     assert names.count("grub2-mkconfig") == 1 and names.count("dracut") == 1
