@@ -18,9 +18,14 @@ description:
     the running kernel command line; whether the host booted by EFI.
   - Reads C(<sysfs_root>/bus/pci/devices/*) (symlinks into C(<sysfs_root>/devices/pci*)) and each
     device's C(vendor), C(device), C(class), C(numa_node), C(boot_vga), C(sriov_totalvfs),
-    C(driver_override) files and C(driver) and C(iommu_group) links, C(<sysfs_root>/kernel/iommu_groups),
+    C(driver_override), C(resource), C(reset_method) files, whether it has a C(reset) file, and C(driver) and
+    C(iommu_group) links, C(<sysfs_root>/kernel/iommu_groups),
     C(<sysfs_root>/class/iommu), C(<sysfs_root>/firmware/efi), C(<procfs_root>/cmdline) and
     C(<procfs_root>/cpuinfo).
+  - Reads each device's memory windows (BARs) from its C(resource) file and its reset methods from C(reset_method)
+    (kernels from 5.15) or the presence of the write-only C(reset) file (older ones); neither file is written, and
+    C(reset) is never opened. A tree without C(resource) files (a capture taken before discovery read them) gives
+    null for both.
   - Names each device from the host's PCI ID database (C(pci_ids_path)), read-only, as C(lspci) does.
   - Never writes anything. Point the roots at a captured or simulated tree to plan on a copy.
   - A captured tree is untrusted input. A file, link or directory that resolves outside C(sysfs_root) and
@@ -135,6 +140,13 @@ ansible_facts:
             - "A function on vfio-pci read from the live C(/sys) also has C(host_modules): the kernel modules whose
               aliases match its modalias (as C(modprobe --resolve-alias) resolves them), the host driver that would
               take it."
+            - "C(bars): the memory BARs in use from the C(resource) file (lines 0-5; I/O port BARs, the expansion ROM
+              and VF BARs left out), each C(index), C(size) in bytes, C(is_64bit) and C(prefetchable)
+              (C(module_utils/pci_bars.py)); null when the tree has no C(resource) file for the device."
+            - "C(reset_methods): what C(reset_method) lists (e.g. C([flr, bus])), C([unknown]) when only C(reset)
+              exists (a kernel before 5.15: some reset works), C([]) when neither exists (the kernel has no usable
+              reset for the device); null when C(resource) is missing too (a capture that did not copy them).
+              C(resettable): whether that list is not empty (null when it is null)."
           type: list
           elements: dict
           sample:
@@ -152,6 +164,12 @@ ansible_facts:
               vendor_name: NVIDIA Corporation
               device_name: GV100GL [Tesla V100 PCIe 16GB]
               subsystem_name: null
+              bars:
+                - {index: 0, size: 16777216, is_64bit: false, prefetchable: false}
+                - {index: 1, size: 17179869184, is_64bit: true, prefetchable: true}
+                - {index: 3, size: 33554432, is_64bit: true, prefetchable: true}
+              reset_methods: [bus]
+              resettable: true
         iommu_groups:
           description: IOMMU group id to the sorted addresses of its devices.
           type: dict
@@ -170,11 +188,12 @@ import re
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils import pci_address, pci_ids, redact
+from ansible.module_utils import pci_address, pci_bars, pci_ids, redact
 from ansible.module_utils.kernel_cmdline import CmdlineError, split as split_cmdline
 
 HEX4 = re.compile(r"^0x([0-9a-fA-F]{4})$")
 HEX6 = re.compile(r"^0x([0-9a-fA-F]{6})$")
+RESET_METHOD = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 # The roots discovery may read under: a captured tree is untrusted input, and a link out of it must
 # not make discovery read (and report) another file. Set by discover().
 _ROOTS: list[str] = []
@@ -247,17 +266,9 @@ def _read(path: str, limit: int = 4096) -> str | None:
     Only regular files inside the roots are read (checked before opening, so a FIFO or a device in a
     captured tree is refused, never opened); O_NONBLOCK|O_NOFOLLOW and fstat guard the open itself.
     """
-    if not _lexists(path):
+    real = _regular(path)
+    if real is None:
         return None
-    real = _inside(path)
-    try:
-        mode = os.stat(real).st_mode
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise DiscoveryError(f"cannot read {path}: {exc.strerror}") from None
-    if not stat.S_ISREG(mode):
-        raise DiscoveryError(f"cannot read {path}: {_kind(mode)}, not a regular file as sysfs and procfs attributes are")
     try:
         fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except FileNotFoundError:
@@ -272,6 +283,23 @@ def _read(path: str, limit: int = 4096) -> str | None:
         raise DiscoveryError(f"cannot read {path}: {exc.strerror}") from None
     finally:
         os.close(fd)
+
+
+def _regular(path: str) -> str | None:
+    """The real path of an attribute file; None when it does not exist. One outside the roots, or that is not a
+    regular file (a FIFO, a device), is an error naming it."""
+    if not _lexists(path):
+        return None
+    real = _inside(path)
+    try:
+        mode = os.stat(real).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise DiscoveryError(f"cannot read {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(mode):
+        raise DiscoveryError(f"cannot read {path}: {_kind(mode)}, not a regular file as sysfs and procfs attributes are")
+    return real
 
 
 def _lexists(path: str) -> bool:
@@ -352,6 +380,42 @@ def _optional_int(path: str) -> int | None:
         raise DiscoveryError(f"{path} holds {value!r}, not an integer") from None
 
 
+def _exists(path: str) -> bool:
+    """Whether an attribute file exists, checked as ``_read`` checks it (inside the roots, a regular file) but never
+    opened: the kernel's ``reset`` is write-only, and writing it resets the device."""
+    return _regular(path) is not None
+
+
+def read_windows(base: str) -> list | None:
+    """The device's memory BARs from its ``resource`` file (module_utils/pci_bars.py); None without the file."""
+    path = os.path.join(base, "resource")
+    text = _read(path)
+    if text is None:
+        return None
+    try:
+        return pci_bars.parse_resource(text)
+    except pci_bars.ResourceError as exc:
+        raise DiscoveryError(f"{path} is not the kernel's resource file ({exc}); recapture the host with "
+                             "scripts/mock_sysfs.py capture, or run discovery on the host itself") from None
+
+
+def read_reset_methods(base: str, has_resource: bool) -> list | None:
+    """The device's reset methods: ``reset_method``'s names (kernel 5.15 and later, in the kernel's order), else
+    ``["unknown"]`` when only ``reset`` exists (an older kernel: some reset works), else ``[]`` (the kernel shows
+    neither file when no reset works). None when the tree has no ``resource`` file either: a capture that did not
+    copy these attributes, where their absence says nothing."""
+    path = os.path.join(base, "reset_method")
+    text = _read(path)
+    if text is not None:
+        methods = text.replace(",", " ").split()
+        if not all(RESET_METHOD.match(name) for name in methods):
+            raise DiscoveryError(f"{path} does not hold reset method names (like 'flr bus') as the kernel writes them")
+        return methods
+    if _exists(os.path.join(base, "reset")):
+        return ["unknown"]
+    return [] if has_resource else None
+
+
 def read_device(devices_dir: str, address: str) -> dict:
     link = os.path.join(devices_dir, address)
     # Resolve the bus symlink once (into sys/devices/pci*/...), so each attribute read below does
@@ -360,6 +424,8 @@ def read_device(devices_dir: str, address: str) -> dict:
     numa = _optional_int(os.path.join(base, "numa_node"))
     override = _read(os.path.join(base, "driver_override"))
     class_id = _required_hex(os.path.join(base, "class"), HEX6, "class code")
+    bars = read_windows(base)
+    reset_methods = read_reset_methods(base, bars is not None)
     return {
         "address": address.lower(),
         "vendor_id": _required_hex(os.path.join(base, "vendor"), HEX4, "vendor ID"),
@@ -375,6 +441,9 @@ def read_device(devices_dir: str, address: str) -> dict:
         "boot_vga": class_id.startswith("0300") and _read(os.path.join(base, "boot_vga")) == "1",
         "sriov_totalvfs": _optional_int(os.path.join(base, "sriov_totalvfs")),
         "driver_override": None if override in (None, "", "(null)") else override,
+        "bars": bars,
+        "reset_methods": reset_methods,
+        "resettable": None if reset_methods is None else bool(reset_methods),
     }
 
 

@@ -26,7 +26,16 @@ Fixture description (YAML, see fixtures/hosts/*.yml):
     devices:
       - {address: "0000:20:03.1", id: "1022:1483", class: "060400", group: 19}
       - {address: "0000:27:00.0", id: "10de:1db4", class: "030200", parent: "0000:20:03.1",
-         group: 19, driver: nvidia, numa: 0, sriov_totalvfs: 16, boot_vga: false}
+         group: 19, driver: nvidia, numa: 0, sriov_totalvfs: 16, boot_vga: false,
+         bars: {0: 16M, 1: 16G pref64, 3: 32M pref64}, reset_method: bus}
+
+    A device's ``bars`` (BAR index 0-5, 6 for the expansion ROM, to "SIZE [KIND]": a size in bytes or with K, M, G
+    or T, and mem32 (the default), mem64, pref32, pref64, io or rom, as lspci -v describes each region) give it the
+    kernel's ``resource`` file; without ``bars`` it has none, as in a capture taken before the capture tool copied
+    it (discovery then reports null windows and reset methods). ``reset_method`` (the kernel's names, e.g.
+    "flr bus") gives it the ``reset_method`` file and the write-only ``reset`` file, as kernels from 5.15 show a
+    device that some reset works on; ``reset: true`` alone gives ``reset`` only (an older kernel); neither: the
+    kernel has no usable reset for it (no file).
 
 Commands:
     mock_sysfs.py build FIXTURE ROOT [--set-driver ADDR=DRIVER ...] [--iommu on|off] [--cmdline ...]
@@ -57,6 +66,16 @@ except (ImportError, OSError):  # pragma: no cover - on a captured host
     pci_address = None
 
 CLASS_RE = re.compile(r"^[0-9a-f]{6}$")
+SIZE_RE = re.compile(r"^(\d+)([KMGT]?)$")
+RESET_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+# The flags the kernel shows in a BAR's line of `resource` (include/linux/ioport.h's IORESOURCE_* bits with the
+# BAR's own low bits, as __pci_read_base sets them), by the kind lspci -v names: memory 32/64-bit, prefetchable or
+# not, I/O ports, the expansion ROM (disabled).
+BAR_FLAGS = {"mem32": 0x00040200, "mem64": 0x00140204, "pref32": 0x00042208, "pref64": 0x0014220c,
+             "io": 0x00040101, "rom": 0x00046200}
+# Lines of `resource`: an endpoint's BARs, ROM and SR-IOV VF BARs (PCI_BRIDGE_RESOURCES with CONFIG_PCI_IOV); a
+# bridge's also its four windows (DEVICE_COUNT_RESOURCE).
+RESOURCE_LINES = {False: 13, True: 17}
 
 CPU_FLAGS_BASE = "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2"
 CPU_VENDOR_IDS = {"amd": "AuthenticAMD", "intel": "GenuineIntel"}
@@ -99,7 +118,45 @@ def _validate_device(dev: dict, index: int) -> dict:
         raise FixtureError(f"{where} ({address}): class {dev.get('class')!r} is not 6 hex digits, e.g. 030200")
     out = dict(dev)
     out.update(address=address, id=ident, **{"class": klass})
+    if dev.get("bars") is not None:
+        out["bars"] = _bars(dev["bars"], f"{where} ({address})")
+    reset = dev.get("reset_method")
+    if reset is not None and not (isinstance(reset, str) and all(RESET_RE.match(n) for n in reset.split())):
+        raise FixtureError(f"{where} ({address}): reset_method {reset!r} is not the kernel's method names, e.g. "
+                           "'flr bus'")
     return out
+
+
+def _bars(bars, where: str) -> dict:
+    """A fixture's ``bars`` as ``{index: (size, kind)}``, checked."""
+    if not isinstance(bars, dict):
+        raise FixtureError(f"{where}: bars must map a BAR index to 'SIZE [KIND]', e.g. {{1: 16G pref64}}")
+    out = {}
+    for index, text in bars.items():
+        words = str(text).split()
+        kind = words[1] if len(words) == 2 else "rom" if index == 6 and len(words) == 1 else "mem32"
+        match = SIZE_RE.match(words[0]) if 1 <= len(words) <= 2 else None
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index <= 6 or not match \
+                or kind not in BAR_FLAGS or (index == 6) != (kind == "rom"):
+            raise FixtureError(f"{where}: bars {index!r}: {text!r} is not 'SIZE [KIND]' for a BAR 0-5 (KIND one of "
+                               "mem32, mem64, pref32, pref64, io) or the ROM 6 (rom), e.g. 1: 16G pref64")
+        size = int(match.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}[match.group(2)]
+        if size <= 0 or size & (size - 1):
+            raise FixtureError(f"{where}: bars {index}: {text!r}: a BAR's size is a power of two")
+        out[index] = (size, kind)
+    return out
+
+
+def _resource_text(bars: dict, bridge: bool, next_free: dict) -> str:
+    """The kernel's ``resource`` file for these BARs: each placed at the next free address of its kind, aligned to
+    its size (``next_free`` holds those addresses for the whole tree)."""
+    lines = ["0x%016x 0x%016x 0x%016x" % (0, 0, 0)] * RESOURCE_LINES[bridge]
+    for index, (size, kind) in sorted(bars.items()):
+        space = "io" if kind == "io" else "high" if kind in ("mem64", "pref64") else "low"
+        start = -(-next_free[space] // size) * size
+        next_free[space] = start + size
+        lines[index] = "0x%016x 0x%016x 0x%016x" % (start, start + size - 1, BAR_FLAGS[kind])
+    return "\n".join(lines) + "\n"
 
 
 def build_tree(fixture: dict, root: str, *, iommu: bool | None = None, cmdline: str | None = None,
@@ -151,6 +208,9 @@ def build_tree(fixture: dict, root: str, *, iommu: bool | None = None, cmdline: 
         dirs[address] = os.path.join(base, address)
         return dirs[address]
 
+    parents = {str(d.get("parent")).lower() for d in devices if d.get("parent")}
+    # Where the BARs of the tree go: I/O ports, the 32-bit window below 4 GiB, the 64-bit window at 2 TiB.
+    next_free = {"io": 0x1000, "low": 0xc0000000, "high": 0x20000000000}
     bus_pci = os.path.join(sysfs, "bus", "pci")
     groups_dir = os.path.join(sysfs, "kernel", "iommu_groups")
     os.makedirs(os.path.join(bus_pci, "devices"), exist_ok=True)
@@ -177,6 +237,14 @@ def build_tree(fixture: dict, root: str, *, iommu: bool | None = None, cmdline: 
         if dev.get("sriov_totalvfs") is not None:
             _write(os.path.join(ddir, "sriov_totalvfs"), f"{int(dev['sriov_totalvfs'])}\n")
             _write(os.path.join(ddir, "sriov_numvfs"), "0\n")
+        if dev.get("bars") is not None:
+            bridge = address in parents or dev["class"][:4] in ("0604", "0609")
+            _write(os.path.join(ddir, "resource"), _resource_text(dev["bars"], bridge, next_free))
+        if dev.get("reset_method"):
+            _write(os.path.join(ddir, "reset_method"), " ".join(dev["reset_method"].split()) + "\n")
+        if dev.get("reset_method") or dev.get("reset"):
+            _write(os.path.join(ddir, "reset"), "")
+            os.chmod(os.path.join(ddir, "reset"), 0o200)  # write-only, as the kernel's: writing it resets
         _symlink(bus_pci, os.path.join(ddir, "subsystem"))
         _symlink(ddir, os.path.join(bus_pci, "devices", address))
         driver = drivers.get(address, dev.get("driver"))
@@ -273,7 +341,7 @@ def capture(archive: str, sysfs: str = "/sys", procfs: str = "/proc") -> int:
     /sys fails: its files report sizes that are not their content). Returns the number of devices.
     """
     attrs = ("vendor", "device", "class", "subsystem_vendor", "subsystem_device", "numa_node",
-             "boot_vga", "sriov_totalvfs", "sriov_numvfs", "driver_override", "enable")
+             "boot_vga", "sriov_totalvfs", "sriov_numvfs", "driver_override", "enable", "resource", "reset_method")
     links = ("driver", "iommu_group", "subsystem")
     bus_devices = os.path.join(sysfs, "bus", "pci", "devices")
     if not os.path.isdir(bus_devices):
@@ -295,6 +363,10 @@ def capture(archive: str, sysfs: str = "/sys", procfs: str = "/proc") -> int:
                         _write(os.path.join(ddir, name), handle.read())
                 except OSError:
                     continue
+            # `reset` is write-only (reading it is refused, writing it resets the device): its presence is copied,
+            # as an empty file that the archive marks write-only like the kernel's.
+            if os.path.exists(os.path.join(real, "reset")):
+                _write(os.path.join(ddir, "reset"), "")
             for name in links:
                 src = os.path.join(real, name)
                 if os.path.islink(src):
@@ -328,9 +400,16 @@ def capture(archive: str, sysfs: str = "/sys", procfs: str = "/proc") -> int:
             with open(os.path.join(procfs, name), encoding="utf-8", errors="replace") as handle:
                 _write(os.path.join(tmp, "proc", name), handle.read())
         with tarfile.open(archive, "w:gz") as tar:
-            tar.add(os.path.join(tmp, "sys"), arcname="sys")
+            tar.add(os.path.join(tmp, "sys"), arcname="sys", filter=_write_only_reset)
             tar.add(os.path.join(tmp, "proc"), arcname="proc")
     return count
+
+
+def _write_only_reset(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    """A device's ``reset`` goes into the archive write-only (0200), as sysfs has it."""
+    if info.isfile() and os.path.basename(info.name) == "reset":
+        info.mode = 0o200
+    return info
 
 
 def _copy_link(src: str, dst: str) -> None:

@@ -3,15 +3,17 @@
 # Apache License 2.0 (see LICENSE)
 """The fleet report's data: every GPU host's plan and health results, laid out for the templates.
 
-``fleet_report(plans, missing=None, health=None)`` -> ``{hosts, models, pending, alerts, errors, totals,
-colours}`` where ``plans`` is ``{host: {facts, plan}}`` as the one loader sets it (roles/passthrough
+``fleet_report(plans, missing=None, health=None)`` -> ``{hosts, models, pending, alerts, errors, without_reset,
+totals, colours}`` where ``plans`` is ``{host: {facts, plan}}`` as the one loader sets it (roles/passthrough
 tasks/load.yml: ``passthrough_plans``, combined with ``passthrough_other_plans``), ``missing`` the
 ``{host: plan file}`` of the hosts without one (``passthrough_plans_missing``; each is a row with its error)
 and ``health`` the ``health_summary`` of playbooks/health.yml (``{reports: [...]}``) when it ran in the same
 command. Hosts come in name order (case-insensitive, then as written): the same report whichever AWX slice
 writes it. Each host has its IOMMU groups as SVG boxes (``x``, ``y``, ``width``, ``height``) holding its
 devices, each with the verdict and reason of the planner's own table (``plan_table``, the same rows the plan
-phase prints); the templates in ``templates/`` only place them. Pure functions; errors are ``ReportError``
+phase prints, its window and reset columns included); ``without_reset`` lists the GPUs offered to Nova that the
+kernel has no usable reset for, and each host its ``guest_phys_bits_needed`` (plans written before these fields
+show none). The templates in ``templates/`` only place them. Pure functions; errors are ``ReportError``
 (a ``PlanError``), which the filter (``filter_plugins/fleet_report.py``) turns into ``AnsibleFilterError``
 with the same message.
 """
@@ -22,7 +24,7 @@ from collections.abc import Mapping
 
 # The planner's own table, names and bridge rule: one rule, one place.
 from ansible.module_utils.passthrough import PlanError, rules
-from ansible.module_utils.passthrough.report import plan_table
+from ansible.module_utils.passthrough.report import plan_table, reset_text, window_text
 
 
 class ReportError(PlanError):
@@ -128,7 +130,7 @@ def _host(host, data, health):
                 reason = f"{rules.class_name(dev.get('class_id', '000000'))}: not planned, keeps its driver"
             devices.append({"address": address, "model": model, "verdict": verdict, "reason": reason,
                             "colour": COLOURS[verdict], "words": VERDICT_WORDS[verdict],
-                            "driver": dev.get("driver") or "-"})
+                            "driver": dev.get("driver") or "-", "window": window_text(dev), "reset": reset_text(dev)})
         group = verdicts.get(group_id, {})
         groups.append({"group": group_id, "devices": devices, "verdict": group.get("verdict"),
                        "reason": group.get("reason") or "no GPU for passthrough in this group",
@@ -145,6 +147,10 @@ def _host(host, data, health):
         "notes": list(plan.get("notes") or []), "alerts": alerts,
         "health": None if health is None else ("OK" if not alerts else f"{len(alerts)} alert(s)"),
         "pci_ids": facts.get("pci_ids"), "error": None,
+        "guest_phys_bits_needed": plan.get("guest_phys_bits_needed"),
+        "ovmf_phys_bits_needed": plan.get("ovmf_phys_bits_needed"),
+        "without_reset": [{"host": host, "address": s.get("address"), "model": s.get("model") or "?"}
+                          for s in plan.get("selected") or [] if s.get("resettable") is False],
     }
 
 
@@ -160,7 +166,8 @@ def fleet_report(plans, missing=None, health=None):
         if data is None:
             hosts.append({"host": host, "error": error, "groups": [], "rows": [], "offered": 0, "aliases": [],
                           "pending": [], "notes": [], "alerts": [], "reboot_required": False, "svg_width": 0,
-                          "svg_height": 0, "iommu_enabled": False, "health": None, "pci_ids": None})
+                          "svg_height": 0, "iommu_enabled": False, "health": None, "pci_ids": None,
+                          "guest_phys_bits_needed": None, "ovmf_phys_bits_needed": None, "without_reset": []})
             continue
         entry_out = _host(host, data, reports.get(host))
         hosts.append(entry_out)
@@ -178,7 +185,9 @@ def fleet_report(plans, missing=None, health=None):
         "pending": [{"host": h["host"], "items": h["pending"]} for h in hosts if h["reboot_required"]],
         "alerts": [a for h in hosts for a in h["alerts"]],
         "errors": [h["error"] for h in hosts if h["error"]],
+        "without_reset": [gpu for h in hosts for gpu in h["without_reset"]],
         "totals": {"hosts": len(hosts), "gpus_offered": sum(m["count"] for m in model_list),
+                   "gpus_without_reset": sum(len(h["without_reset"]) for h in hosts),
                    "groups": sum(len(h["groups"]) for h in hosts),
                    "reboots_pending": sum(1 for h in hosts if h["reboot_required"]),
                    "health_checked": health is not None},

@@ -20,11 +20,15 @@ policy. Its rules come from how the kernel and Nova behave:
   with the wrong type matches nothing.
 * ``amd_iommu=on`` is not an option the kernel knows (it logs "AMD-Vi: Unknown option - 'on'"): the
   AMD IOMMU is on when the firmware enables it. It is planned only when policy asks for it.
+* A GPU's 64-bit memory windows (BARs) must fit the guest's 64-bit PCI aperture and address width
+  (``module_utils/pci_bars.py``, ``guest_phys_bits_needed``); a GPU the kernel has no reset for keeps its state
+  from one guest to the next. The plan records both for each GPU offered to Nova and says when either needs the
+  operator (a note); neither keeps a GPU from Nova.
 """
 
 from __future__ import annotations
 
-from ansible.module_utils import kernel_cmdline
+from ansible.module_utils import kernel_cmdline, pci_bars
 from ansible.module_utils.passthrough import rules
 from ansible.module_utils.passthrough.policy import check_policy as _check_policy
 from ansible.module_utils.passthrough.rules import (
@@ -169,7 +173,51 @@ def _selected_entry(chosen, group, pol):
         "iommu_group": group,
         "numa_node": chosen.get("numa_node"),
         "model": model_name(chosen) or model_id,
+        # Its memory windows (bytes) and the guest address bits they need; null from facts without them.
+        **pci_bars.window_facts(chosen.get("bars")),
+        "reset_methods": chosen.get("reset_methods"),
+        "resettable": chosen.get("resettable"),
     }
+
+
+def _device_notes(selected):
+    """What the operator must know of the GPUs offered to Nova: those whose windows and resets the facts lack, those
+    the kernel cannot reset alone (``resettable`` false), those whose windows a guest maps only with a wider address
+    space than QEMU's and OVMF's defaults. Returns ``({guest_phys_bits_needed, ovmf_phys_bits_needed}, notes)``,
+    each the most any one of them needs (None when no GPU is offered, none has its windows in the facts, or, for
+    OVMF, none needs more than its defaults)."""
+    notes = []
+    unknown = [s["address"] for s in selected if s["guest_phys_bits_needed"] is None]
+    if unknown:
+        notes.append(f"The facts lack the memory windows and resets of {_join(unknown)} (no resource file: a capture "
+                     "taken before discovery read them), so guest_phys_bits_needed leaves them out: capture the host "
+                     "again (playbooks/capture.yml) or plan on the host itself")
+    no_reset = [s["address"] for s in selected if s["resettable"] is False]
+    if no_reset:
+        notes.append(f"The kernel has no usable reset for {_join(no_reset)} alone (no reset_method or reset in "
+                     "sysfs: no FLR, no power-state reset, not alone on its bus). Between guests vfio-pci can then "
+                     "only reset the whole bus, when every device on it is bound to vfio-pci and no guest holds any; "
+                     "otherwise a guest finds the state the previous one left, and a hung GPU stays hung until the "
+                     "host reboots. Where that matters, keep such GPUs out of Nova (passthrough_policy.exclude)")
+    for sel in selected:
+        if sel["ovmf_phys_bits_needed"] is None:
+            continue
+        over = []
+        if sel["mmio64_bytes"] > pci_bars.OVMF_DEFAULT_MMIO64_BYTES:
+            over.append(f"more than the {pci_bars.size_text(pci_bars.OVMF_DEFAULT_MMIO64_BYTES)} 64-bit aperture "
+                        "OVMF gives by default")
+        if sel["guest_phys_bits_needed"] > pci_bars.QEMU_DEFAULT_PHYS_BITS:
+            over.append(f"more than QEMU's default {pci_bars.QEMU_DEFAULT_PHYS_BITS} address bits map")
+        notes.append(f"{sel['address']} ({sel['model']}) has {pci_bars.size_text(sel['mmio64_bytes'])} of 64-bit "
+                     f"memory windows (largest {pci_bars.size_text(sel['bar64_largest_bytes'])}), "
+                     f"{' and '.join(over)}: its guests need at least {sel['guest_phys_bits_needed']} physical "
+                     f"address bits, {sel['ovmf_phys_bits_needed']} under UEFI (OVMF); give its flavors "
+                     f"hw:maxphysaddr_mode=emulate and hw:maxphysaddr_bits={sel['ovmf_phys_bits_needed']} (or its "
+                     "images hw_maxphysaddr_mode and hw_maxphysaddr_bits), which need Nova's libvirt driver with "
+                     "libvirt 8.7.0 or newer (module_utils/pci_bars.py says why); more bits for more RAM or GPUs per "
+                     "guest")
+    return {key: max((s[key] for s in selected if s[key] is not None), default=None)
+            for key in ("guest_phys_bits_needed", "ovmf_phys_bits_needed")}, notes
 
 
 def _select_per_group(candidates, groups, stays, pol):
@@ -350,7 +398,9 @@ def passthrough_plan(facts, policy=None, host=None):
     :returns: the plan (see docs/design.md): ``selected``, ``excluded``, ``vfio_devices``, ``vfio_ids``,
         ``bind_by_address``, ``host_devices``, ``aliases``, ``kernel_args``, ``kernel_args_absent``,
         ``blacklist_modules``, ``softdep_drivers``, ``early_modules``, ``reboot_required``, ``pending``,
-        ``notes``, ``groups``.
+        ``notes``, ``groups``, ``guest_phys_bits_needed`` and ``ovmf_phys_bits_needed`` (the most guest physical
+        address bits one of the selected GPUs needs, ``module_utils/pci_bars.py``; null without selected GPUs or
+        their windows, and for OVMF when its defaults do).
     :raises PlanError: malformed facts or policy, naming the host, the key and the fix.
 
     The stages: ``_classify`` (display devices that stay), ``_plan_without_iommu`` or
@@ -377,6 +427,8 @@ def passthrough_plan(facts, policy=None, host=None):
     for address, entry in stays.items():
         excluded.setdefault(address, entry)
     aliases = _aliases(selected, host)
+    guest_bits, device_notes = _device_notes(selected)
+    notes += device_notes
     vfio_devices, vfio_ids, bind_by_address, binding_notes = _vfio_binding(devices, vfio)
     notes += binding_notes
 
@@ -412,5 +464,6 @@ def passthrough_plan(facts, policy=None, host=None):
         "pending": pending,
         "notes": notes,
         "groups": group_report,
+        **guest_bits,
     }
 

@@ -104,9 +104,13 @@ for path in $functions; do
   # function has an iommu/ directory holding its unit, ivhd0: copied whole).
   cp "$path/vendor" "$path/device" "$path/class" "$path/subsystem_vendor" "$path/subsystem_device" \
      "$path/revision" "$path/numa_node" "$path/boot_vga" "$path/sriov_totalvfs" "$path/sriov_numvfs" \
-     "$path/driver_override" "$path/modalias" "$path/enable" "$path/irq" "$cap$path/" 2>/dev/null
+     "$path/driver_override" "$path/modalias" "$path/enable" "$path/irq" "$path/resource" "$path/reset_method" \
+     "$cap$path/" 2>/dev/null
+  # reset is write-only (reading it is refused): its presence is what discovery reads.
+  if [ -e "$path/reset" ]; then : > "$cap$path/reset"; fi
   cp -a "$path/driver" "$path/iommu_group" "$path/iommu" "$path/physfn" "$path"/virtfn* "$cap$path/" 2>/dev/null
 done
+find $cap/sys/devices -type f -name reset -exec chmod 200 {} \;   # write-only, as the kernel's
 cp -a /sys/bus/pci/devices /sys/bus/pci/drivers $cap/sys/bus/pci/ 2>/dev/null
 cp -a /sys/kernel/iommu_groups $cap/sys/kernel/ 2>/dev/null
 cp -a /sys/class/iommu $cap/sys/class/ 2>/dev/null

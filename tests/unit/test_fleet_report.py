@@ -139,3 +139,34 @@ def test_markdown_shows_names_as_text_never_as_html_or_table_cells(seed, planner
     assert len(row.replace("\\|", "").split("|")) == 7                   # five cells, as the header has
     plain = render_markdown(report.fleet_report(loaded("seed", *seed)))
     assert "| tesla-v100 | Tesla V100 PCIe 16GB | type-PCI | 4 | seed (4) |" in plain
+
+
+def test_gpus_without_a_usable_reset_and_the_window_sizes_are_shown(seed, planner, host_facts):
+    """The fleet lists the GPUs offered to Nova that the kernel has no reset for, and every device its largest 64-bit
+    window and reset, as the planner's table has them; a plan stored before these fields shows none."""
+    rtx = host_facts("consumer-rtx")
+    plans = loaded("rtx", rtx, planner.passthrough_plan(rtx, {}, "rtx"))
+    plans.update(loaded("seed", *seed))
+    out = report.fleet_report(plans)
+    assert out["without_reset"] == [{"host": "rtx", "address": "0000:01:00.0", "model": "GeForce RTX 2080 Ti Rev. A"},
+                                    {"host": "rtx", "address": "0000:02:00.0", "model": "GeForce RTX 2080 Ti Rev. A"}]
+    assert out["totals"]["gpus_without_reset"] == 2
+    hosts = {h["host"]: h for h in out["hosts"]}
+    assert (hosts["rtx"]["guest_phys_bits_needed"], hosts["seed"]["guest_phys_bits_needed"]) == (33, 36)
+    devices = {d["address"]: d for g in hosts["seed"]["groups"] for d in g["devices"]}
+    assert (devices["0000:27:00.0"]["window"], devices["0000:27:00.0"]["reset"]) == ("16G", "bus")
+    assert (devices["0000:20:03.1"]["window"], devices["0000:20:03.1"]["reset"]) == ("?", "?")  # not in the facts
+    assert {r["address"]: (r["window"], r["reset"]) for r in hosts["rtx"]["rows"]}["0000:02:00.0"] == ("256M", "none")
+    text = render_markdown(out)
+    assert "- **rtx** 0000:01:00.0 (GeForce RTX 2080 Ti Rev. A): the kernel has no reset for it alone" in text
+    assert "| 0000:27:00.0 | Tesla V100 PCIe 16GB | 19 | nouveau | 16G | bus | nova |" in text
+    assert "guest physical address bits needed: 36." in text
+    # A plan and facts stored before the windows and resets were read: the report still lays them out.
+    facts, plan = seed
+    old_facts = dict(facts, devices=[{k: v for k, v in d.items() if k not in ("bars", "reset_methods", "resettable")}
+                                     for d in facts["devices"]])
+    old_plan = {k: v for k, v in plan.items() if k not in ("guest_phys_bits_needed", "ovmf_phys_bits_needed")}
+    old = report.fleet_report(loaded("seed", old_facts, old_plan))
+    assert old["without_reset"] == [] and old["hosts"][0]["guest_phys_bits_needed"] is None
+    assert {r["window"] for r in old["hosts"][0]["rows"]} == {"?"}
+    assert "None." in render_markdown(old).split("## GPUs offered without a usable reset")[1].split("##")[0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 
@@ -62,6 +63,93 @@ def test_selection_is_deterministic_whatever_the_device_order(planner, host_fact
     shuffled = copy.deepcopy(facts)
     shuffled["devices"].reverse()
     assert planner.passthrough_plan(shuffled, {}, "h") == planner.passthrough_plan(facts, {}, "h")
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory windows and resets of the GPUs offered (module_utils/pci_bars.py).
+
+GIB, MIB = 1 << 30, 1 << 20
+
+
+def bars(*windows):
+    """Facts' bars: BAR 0 of 16M (32-bit), then each window a 64-bit prefetchable BAR."""
+    return [{"index": 0, "size": 16 * MIB, "is_64bit": False, "prefetchable": False}] + [
+        {"index": 1 + 2 * i, "size": size, "is_64bit": True, "prefetchable": True} for i, size in enumerate(windows)]
+
+
+def test_selected_gpus_carry_their_windows_and_resets(planner, host_facts):
+    plan = planner.passthrough_plan(host_facts("seed-v100"), {}, "seed-v100")
+    v100 = plan["selected"][0]
+    assert {k: v100[k] for k in ("bars_total_bytes", "bar64_largest_bytes", "mmio64_bytes", "guest_phys_bits_needed",
+                                 "ovmf_phys_bits_needed", "reset_methods", "resettable")} == {
+        "bars_total_bytes": 16 * GIB + 48 * MIB, "bar64_largest_bytes": 16 * GIB, "mmio64_bytes": 16 * GIB + 32 * MIB,
+        "guest_phys_bits_needed": 36, "ovmf_phys_bits_needed": None, "reset_methods": ["bus"], "resettable": True}
+    assert (plan["guest_phys_bits_needed"], plan["ovmf_phys_bits_needed"]) == (36, None)
+    # 16G windows fit QEMU's and OVMF's defaults, every V100 has a reset: nothing to say.
+    assert not any("memory windows" in n or "reset" in n for n in plan["notes"])
+
+
+def test_a_large_window_says_what_the_flavor_needs(planner, host_facts):
+    plan = planner.passthrough_plan(host_facts("a100-t4"), {}, "a100-t4")
+    by_addr = {s["address"]: s for s in plan["selected"]}
+    assert (by_addr["0000:41:00.0"]["guest_phys_bits_needed"], by_addr["0000:41:00.0"]["ovmf_phys_bits_needed"]) == (
+        38, 41)
+    assert by_addr["0000:41:00.0"]["reset_methods"] == ["flr", "bus"]
+    assert (by_addr["0000:81:00.0"]["guest_phys_bits_needed"], by_addr["0000:81:00.0"]["ovmf_phys_bits_needed"]) == (
+        33, None)
+    assert (plan["guest_phys_bits_needed"], plan["ovmf_phys_bits_needed"]) == (38, 41)
+    window_notes = [n for n in plan["notes"] if "64-bit memory windows" in n]
+    assert [n.split(" ", 1)[0] for n in window_notes] == ["0000:41:00.0", "0000:61:00.0"]  # the A100s, not the T4s
+    assert "more than the 32G 64-bit aperture OVMF gives by default" in window_notes[0]
+    assert "address bits map" not in window_notes[0]  # 38 bits: within QEMU's default 40
+    assert "hw:maxphysaddr_mode=emulate and hw:maxphysaddr_bits=41" in window_notes[0]
+    report = planner.plan_report(plan, host_facts("a100-t4"))
+    assert "guest physical address bits needed: 38 (41 under UEFI: hw:maxphysaddr_bits)" in report
+
+
+def test_many_windows_beyond_40_bits_are_named(planner):
+    facts = facts_of([dev("0000:41:00.0", "10de:2331", "030200", 1, bars=bars(*[128 * GIB] * 8),
+                          reset_methods=["flr"], resettable=True)])
+    plan = planner.passthrough_plan(facts, {}, "h")
+    (note,) = [n for n in plan["notes"] if "64-bit memory windows" in n]
+    assert "more than the 32G 64-bit aperture OVMF gives by default and more than QEMU's default 40 address bits " \
+           "map: its guests need at least 41 physical address bits, 43 under UEFI (OVMF)" in note
+
+
+def test_a_gpu_without_a_usable_reset_is_offered_and_named(planner, host_facts):
+    facts = host_facts("consumer-rtx")
+    plan = planner.passthrough_plan(facts, {}, "consumer-rtx")
+    assert [(s["address"], s["reset_methods"], s["resettable"]) for s in plan["selected"]] == [
+        ("0000:01:00.0", [], False), ("0000:02:00.0", [], False)]
+    (note,) = [n for n in plan["notes"] if "no usable reset" in n]
+    assert note.startswith("The kernel has no usable reset for 0000:01:00.0 and 0000:02:00.0 alone")
+    assert "passthrough_policy.exclude" in note
+    table = {r["address"]: r for r in planner.plan_table(plan, facts)}
+    assert (table["0000:01:00.0"]["window"], table["0000:01:00.0"]["reset"]) == ("256M", "none")
+    assert (table["0000:01:00.1"]["window"], table["0000:01:00.1"]["reset"]) == ("-", "none")  # 32-bit BAR only
+    assert (table["0000:31:00.0"]["window"], table["0000:31:00.0"]["reset"]) == ("?", "?")  # the BMC: not in the facts
+    report = planner.plan_report(plan, facts)
+    assert "offered without a usable reset: 0000:01:00.0 0000:02:00.0" in report
+    row = next(line for line in report.splitlines() if line.startswith("0000:01:00.0"))
+    assert re.search(r"  256M +none +nova +alias rtx-2080-ti", row)
+
+
+def test_facts_without_windows_still_plan_and_say_so(planner):
+    """Facts from before discovery read resource files (or whose capture lacks them): planned as before, unknown."""
+    facts = facts_of([dev("0000:41:00.0", "10de:1db4", "030200", 1), dev("0000:42:00.0", "10de:1db4", "030200", 2,
+                                                                         bars=bars(16 * GIB), reset_methods=["bus"],
+                                                                         resettable=True)])
+    plan = planner.passthrough_plan(facts, {}, "h")
+    old = plan["selected"][0]
+    assert (old["bars_total_bytes"], old["guest_phys_bits_needed"], old["reset_methods"], old["resettable"]) == (
+        None, None, None, None)
+    assert plan["guest_phys_bits_needed"] == 35  # from the GPU whose windows are known: 16G from 16G to 32G
+    assert any(n.startswith("The facts lack the memory windows and resets of 0000:41:00.0 (no resource file")
+               for n in plan["notes"])
+    assert not any("no usable reset" in n for n in plan["notes"])  # unknown is not "none"
+    nothing = planner.passthrough_plan(facts_of([dev("0000:41:00.0", "10de:1db4", "030200", 1)]), {}, "h")
+    assert (nothing["guest_phys_bits_needed"], nothing["ovmf_phys_bits_needed"]) == (None, None)
+    assert "guest physical address bits" not in planner.plan_report(nothing, facts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -433,7 +521,7 @@ def test_plan_report_lists_every_verdict(planner, host_facts):
     facts = host_facts("console-twin")
     report = planner.plan_report(planner.passthrough_plan(facts, {}, "console-twin"), facts)
     lines = report.splitlines()
-    assert lines[0].split() == ["ADDRESS", "MODEL", "GROUP", "DRIVER", "VERDICT", "REASON"]
+    assert lines[0].split() == ["ADDRESS", "MODEL", "GROUP", "DRIVER", "WINDOW", "RESET", "VERDICT", "REASON"]
     assert any(line.startswith("0000:0a:00.0") and " host " in line for line in lines)
     assert any(line.startswith("0000:0b:00.0") and " nova " in line for line in lines)
     assert any(line.startswith("0000:0b:00.1") and " vfio " in line for line in lines)

@@ -34,13 +34,20 @@ def test_seed_server_facts(host_facts):
                     "sriov_totalvfs": None, "driver_override": None,
                     # Named from Debian's pci.ids, as lspci names it.
                     "vendor_name": "NVIDIA Corporation", "device_name": "GV100GL [Tesla V100 PCIe 16GB]",
-                    "subsystem_name": None}
+                    "subsystem_name": None,
+                    # Its memory windows from its resource file, and the kernel's reset for it (reset_method).
+                    "bars": [{"index": 0, "size": 16 << 20, "is_64bit": False, "prefetchable": False},
+                             {"index": 1, "size": 16 << 30, "is_64bit": True, "prefetchable": True},
+                             {"index": 3, "size": 32 << 20, "is_64bit": True, "prefetchable": True}],
+                    "reset_methods": ["bus"], "resettable": True}
     assert facts["pci_ids"] == "/usr/share/misc/pci.ids"
     bmc = next(d for d in facts["devices"] if d["address"] == "0000:03:00.0")
     assert bmc["boot_vga"] is True and bmc["driver"] == "ast"
     assert (bmc["vendor_name"], bmc["device_name"]) == ("ASPEED Technology, Inc.", "ASPEED Graphics Family")
     bridge = next(d for d in facts["devices"] if d["address"] == "0000:20:03.1")
     assert bridge["driver"] is None and bridge["driver_module"] is None
+    # The fixture gives the bridge no resource file (as a capture from before discovery read it): both unknown.
+    assert (bridge["bars"], bridge["reset_methods"], bridge["resettable"]) == (None, None, None)
     # Groups are ordered numerically, devices by address.
     assert list(facts["iommu_groups"]) == sorted(facts["iommu_groups"], key=int)
     assert [d["address"] for d in facts["devices"]] == sorted(d["address"] for d in facts["devices"])
@@ -116,6 +123,64 @@ def test_quoted_cmdline_values_stay_whole(tmp_path, fixture_host, facts_module):
     assert facts["kernel_cmdline"] == ["ro", 'dyndbg="file drivers/vfio/* +p"', "iommu=pt"]
 
 
+def _gpu_dir(root, address="0000:27:00.0"):
+    return os.path.realpath(root / "sys" / "bus" / "pci" / "devices" / address)
+
+
+def _gpu(facts_module, root, address="0000:27:00.0"):
+    return next(d for d in facts_module.discover(str(root / "sys"), str(root / "proc"))["devices"]
+                if d["address"] == address)
+
+
+@pytest.mark.parametrize("change, methods", [
+    (lambda d: None, ["bus"]),                                                        # reset_method: the kernel's
+    (lambda d: open(os.path.join(d, "reset_method"), "w").write("flr bus\n"), ["flr", "bus"]),
+    (lambda d: open(os.path.join(d, "reset_method"), "w").write("flr,pm\n"), ["flr", "pm"]),  # 5.15's first form
+    (lambda d: open(os.path.join(d, "reset_method"), "w").write("\n"), []),           # every method disabled
+    (lambda d: os.unlink(os.path.join(d, "reset_method")), ["unknown"]),             # a kernel before 5.15
+    (lambda d: (os.unlink(os.path.join(d, "reset_method")), os.unlink(os.path.join(d, "reset"))), []),  # no reset
+    # No resource file either: a capture that did not copy these attributes, where absence says nothing.
+    (lambda d: [os.unlink(os.path.join(d, n)) for n in ("reset_method", "reset", "resource")], None),
+])
+def test_reset_methods_from_the_kernels_files(copy_of, facts_module, change, methods):
+    root = copy_of()
+    change(_gpu_dir(root))
+    gpu = _gpu(facts_module, root)
+    assert gpu["reset_methods"] == methods
+    assert gpu["resettable"] is (None if methods is None else bool(methods))
+
+
+def test_reset_is_never_opened(copy_of, facts_module, monkeypatch):
+    """The kernel's reset file is write-only and writing it resets the device: discovery checks that it exists and
+    is a regular file, never opens it."""
+    root = copy_of()
+    os.unlink(os.path.join(_gpu_dir(root), "reset_method"))
+    opened, real_open = [], os.open
+    monkeypatch.setattr(os, "open", lambda path, *a, **k: (opened.append(os.fspath(path)), real_open(path, *a, **k))[1])
+    assert _gpu(facts_module, root)["reset_methods"] == ["unknown"]
+    assert any(p.endswith("/resource") for p in opened) and not any(p.endswith("/reset") for p in opened)
+
+
+def test_windows_from_the_resource_file(copy_of, facts_module):
+    root = copy_of()
+    # A 64-bit non-prefetchable BAR, an I/O BAR, a ROM and a VF BAR (lines 7-12): only memory BARs 0-5 count.
+    lines = ["0x000000c000000000 0x000000c00007ffff 0x0000000000140204",
+             "0x0000000000000000 0x0000000000000000 0x0000000000000000",
+             "0x0000000000002000 0x000000000000207f 0x0000000000040101",
+             "0x0000000000000000 0x0000000000000000 0x0000000000000000",
+             "0x00000000f1000000 0x00000000f1003fff 0x0000000000042208",
+             "0x0000000000000000 0x0000000000000000 0x0000000000000000",
+             "0x00000000f0000000 0x00000000f007ffff 0x0000000000046200",
+             "0x000000d000000000 0x000000d0ffffffff 0x000000000014220c"] + ["0x%016x 0x%016x 0x%016x" % (0, 0, 0)] * 5
+    with open(os.path.join(_gpu_dir(root), "resource"), "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    assert _gpu(facts_module, root)["bars"] == [
+        {"index": 0, "size": 512 << 10, "is_64bit": True, "prefetchable": False},
+        {"index": 4, "size": 16 << 10, "is_64bit": False, "prefetchable": True}]
+    os.unlink(os.path.join(_gpu_dir(root), "resource"))
+    assert _gpu(facts_module, root)["bars"] is None
+
+
 # ---------------------------------------------------------------------------------------------
 # Error paths: each with the bad tree itself.
 
@@ -147,6 +212,16 @@ def dev_dir(root, address="0000:27:00.0"):
      "driver should be a symlink"),
     (lambda r: os.symlink("../../../devices/pci0000:00/0000:00:00.0", r / "sys" / "bus" / "pci" / "devices" / "bogus"),
      "'bogus' is not a PCI address"),
+    (lambda r: open(os.path.join(dev_dir(r), "resource"), "w").write("0x0 0x0 0x0\n"),
+     r"resource is not the kernel's resource file \(it has 1 line\(s\), not the 6 BAR lines .*: a truncated copy\); "
+     "recapture the host"),
+    (lambda r: open(os.path.join(dev_dir(r), "resource"), "w").write("0x1 0x0 0x0\n" * 6 + "secret words\n"),
+     r"resource is not the kernel's resource file \(its line 7 is not '0x<start> 0x<end> 0x<flags>' as the kernel "
+     r"writes it\)"),
+    (lambda r: open(os.path.join(dev_dir(r), "resource"), "w").write("0x10 0x8 0x200\n" * 7),
+     r"resource is not the kernel's resource file \(its line 1 ends below its start\)"),
+    (lambda r: open(os.path.join(dev_dir(r), "reset_method"), "w").write("flr; rm -rf\n"),
+     r"reset_method does not hold reset method names \(like 'flr bus'\)"),
 ])
 def test_broken_trees_fail_with_the_path_and_the_fix(copy_of, facts_module, breakage, message):
     root = copy_of()
@@ -210,6 +285,13 @@ def no_hang():
     (lambda r, o: (os.unlink(os.path.join(dev_dir(r), "numa_node")),
                    os.mknod(os.path.join(dev_dir(r), "numa_node"), stat.S_IFCHR | 0o600, os.makedev(1, 3))),
      r"cannot read .*/numa_node: a device file"),
+    # An older kernel's tree (reset without reset_method): reset's presence is checked, never by following it out.
+    (lambda r, o: (os.unlink(os.path.join(dev_dir(r), "reset_method")),
+                   _swap_for_link(os.path.join(dev_dir(r), "reset"), o)), r"0000:27:00.0/reset leads outside"),
+    (lambda r, o: (os.unlink(os.path.join(dev_dir(r), "reset_method")), os.unlink(os.path.join(dev_dir(r), "reset")),
+                   os.mkfifo(os.path.join(dev_dir(r), "reset"))),
+     r"cannot read .*/reset: a FIFO \(named pipe\), not a regular file"),
+    (lambda r, o: _swap_for_link(os.path.join(dev_dir(r), "resource"), o), r"0000:27:00.0/resource leads outside"),
     (lambda r, o: (r / "proc" / "cmdline").write_text('ro dyndbg="open\n'),
      r"proc/cmdline cannot be read as a kernel command line: the double quote .* is never closed"),
 ])
