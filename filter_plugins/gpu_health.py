@@ -22,7 +22,11 @@
 ``reports | gpu_health_nova(nova, hosts_map)`` adds Nova's view (placement inventories of the PCI
 resource classes, from os_pci_inventory) to the per-host reports, compares it with the plan both ways
 (``nova_missing``: planned GPUs on the bus that Nova does not offer; ``nova_extra``: devices Nova offers
-that the plan does not) and returns the summary lines and alerts.
+that the plan does not), then device by device with each provider's reservation and allocations
+(``nova_devices``, one state each; ``nova_reserved``: reserved by an operator, an alert; ``nova_orphaned``:
+allocated to a consumer that is neither a server nor a migration in progress, an alert;
+``nova_waiting_return``: one-time-use devices waiting to be returned, a summary line), and returns the
+summary lines and alerts.
 Pure functions; every error names the host and what to fix.
 """
 
@@ -102,6 +106,62 @@ def gpu_health(facts, plan, expected=None, host=None, reference="plan file"):
     return report
 
 
+RETURN_COMMAND = "openstack resource provider inventory set {uuid} --amend --resource {rc}:reserved=0"
+
+
+def _device_findings(report, name, devices, planned, offered):
+    """Nova's devices of hypervisor ``name``, device by device: report keys ``nova_devices`` ([{address, planned,
+    state, provider, uuid, resource_class, consumers}], every planned device and every device of the hypervisor,
+    by address, one state each: ``missing`` (planned, no provider) or os_pci_inventory's state), ``nova_reserved``,
+    ``nova_waiting_return`` and ``nova_orphaned`` ([{address, consumer}]); returns (alerts, lines)."""
+    host = report["host"]
+    own = [d for d in devices if d.get("host") == name]
+    named = {}
+    for device in own:
+        address = device.get("name", "")[len(name) + 1:].lower() if offered is not None and \
+            device.get("name", "").startswith(name + "_") else None
+        named[address or device.get("name")] = device
+    entries = [dict(address=a, planned=True, state="missing", provider=None, uuid=None, resource_class=None,
+                    consumers=[]) for a in planned if offered is not None and a not in offered]
+    for label in sorted(named):
+        device = named[label]
+        state = device.get("state") or ("in_use" if device.get("used") else "free")
+        entries.append(dict(address=label, planned=label in planned, state=state, provider=device.get("name"),
+                            uuid=device.get("uuid"), resource_class=device.get("resource_class"),
+                            consumers=[c.get("uuid") for c in device.get("consumers") or []]))
+    entries.sort(key=lambda e: e["address"])
+    report["nova_devices"] = entries
+    report["nova_reserved"] = [e["address"] for e in entries if e["state"] == "reserved"]
+    report["nova_waiting_return"] = [e["address"] for e in entries if e["state"] == "waiting_return"]
+    report["nova_orphaned"] = [dict(address=label, consumer=c["uuid"]) for label in sorted(named)
+                               for c in named[label].get("consumers") or [] if c.get("kind") == "none"]
+    alerts, lines = [], []
+    for address in report["nova_reserved"]:
+        device = named[address]
+        alerts.append(
+            f"{host}: Nova's device {address} on {name} is reserved in placement (provider {device.get('name')}, "
+            f"{device.get('resource_class')} reserved={device.get('reserved')}) and is not a one-time-use device, so "
+            "Nova gives it to no server: an operator's reservation; when it is no longer wanted, return it with "
+            f"`{RETURN_COMMAND.format(uuid=device.get('uuid'), rc=device.get('resource_class'))}`")
+    for orphan in report["nova_orphaned"]:
+        device = named[orphan["address"]]
+        consumer = orphan["consumer"]
+        alerts.append(
+            f"{host}: Nova's device {orphan['address']} on {name} is allocated in placement (provider "
+            f"{device.get('name')}) to consumer {consumer}, which is neither a server nor a migration in progress "
+            "(an allocation left behind by a failed delete or move), so Nova gives the device to no one: check with "
+            f"`openstack server show {consumer}` and `openstack resource provider allocation show {consumer}`, then "
+            f"remove its allocations with `openstack resource provider allocation delete {consumer}`")
+    if report["nova_waiting_return"]:
+        waiting = [named[a] for a in report["nova_waiting_return"]]
+        lines.append(
+            f"{host}: {len(waiting)} one-time-use device(s) on {name} used and waiting to be returned: "
+            + ", ".join(f"{a} (provider {d.get('uuid')}, {d.get('resource_class')})"
+                        for a, d in zip(report["nova_waiting_return"], waiting))
+            + f"; once cleaned, return each with `{RETURN_COMMAND.format(uuid='<provider>', rc='<class>')}`")
+    return alerts, lines
+
+
 def _nova_addresses(devices, hypervisor):
     """PCI addresses of a hypervisor's device providers in placement (Nova names them "<hypervisor>_<address>");
     None when none of its providers is named that way (e.g. vGPU classes on the compute node itself)."""
@@ -115,14 +175,18 @@ def _nova_addresses(devices, hypervisor):
 def gpu_health_nova(reports, nova, host_map=None):
     """Add Nova's view to the per-host reports; returns {reports, lines, alerts}.
 
-    nova: the result of os_pci_inventory ({available, hosts: {hypervisor: {resource_class: {total, used}}},
-    devices: [{name, host, resource_class, total, used}], note}).
+    nova: the result of os_pci_inventory ({available, hosts: {hypervisor: {resource_class: {total, used, ...}}},
+    devices: [{name, uuid, host, resource_class, total, reserved, used, free, consumers, state, ...}], note}).
     host_map: {inventory host: hypervisor name} (default the same name).
 
     Both sides are compared: a GPU the plan gives Nova that is on the bus but not in placement, and a device
     Nova offers that the plan does not give it, are alerts naming host and address (report keys
     ``nova_missing`` and ``nova_extra``); so is a host whose plan gives Nova GPUs but that placement does not
     know at all. Where placement's device providers are not named per address, the counts are compared.
+    Device by device (os_pci_inventory's ``state``): a device reserved by an operator and one allocated to a
+    consumer that is neither a server nor a migration in progress are alerts naming host, address (consumer)
+    and the command that fixes it; one-time-use devices waiting to be returned get a summary line. ``nova``
+    counts them too (``reserved``, ``waiting_return``, ``orphan_allocations``), for the metrics.
     """
     if not isinstance(reports, list):
         raise AnsibleFilterError("gpu_health_nova: reports must be the list of per-host gpu_health reports")
@@ -140,12 +204,20 @@ def gpu_health_nova(reports, nova, host_map=None):
         line = f"{report['host']}: {report['found']}/{report['expected']} GPUs for Nova on the bus"
         planned = [g["address"] for g in report.get("gpus", []) if g.get("for_nova")]
         on_bus = [g["address"] for g in report.get("gpus", []) if g.get("for_nova") and g.get("present")]
+        extra_lines = []
         if view is not None:
             total = sum(v.get("total", 0) for v in view.values())
             used = sum(v.get("used", 0) for v in view.values())
-            report["nova"] = dict(hypervisor=name, total=total, used=used, free=total - used, classes=view)
-            line += f"; Nova (placement, {', '.join(sorted(view))}): {total} total, {used} used, {total - used} free"
+            free = sum(v.get("free", max(v.get("total", 0) - v.get("used", 0), 0)) for v in view.values())
             offered = _nova_addresses(devices, name)
+            device_alerts, extra_lines = _device_findings(report, name, devices, planned, offered)
+            report["nova"] = dict(hypervisor=name, total=total, used=used, free=free, classes=view,
+                                  reserved=len(report["nova_reserved"]),
+                                  waiting_return=len(report["nova_waiting_return"]),
+                                  orphan_allocations=len(report["nova_orphaned"]))
+            line += f"; Nova (placement, {', '.join(sorted(view))}): {total} total, {used} used, {free} free"
+            if report["nova_waiting_return"]:
+                line += f", {len(report['nova_waiting_return'])} waiting to be returned"
             if offered is not None:
                 report["nova_missing"] = [a for a in on_bus if a not in offered]
                 report["nova_extra"] = sorted(offered - set(planned))
@@ -164,6 +236,7 @@ def gpu_health_nova(reports, nova, host_map=None):
                 report_alerts.append(f"{report['host']}: Nova counts {total} passthrough GPUs on {name} but "
                                      f"{report['found']} of the plan's are on the bus; restart nova-compute there "
                                      "after fixing the host so Nova's count is right")
+            report_alerts += device_alerts
         elif nova.get("available"):
             line += f"; Nova: no PCI devices reported for hypervisor {name}"
             if planned:
@@ -177,6 +250,7 @@ def gpu_health_nova(reports, nova, host_map=None):
         report["ok"] = not report_alerts
         line += "; OK" if not report_alerts else f"; {len(report_alerts)} alert(s)"
         lines.append(line)
+        lines.extend(extra_lines)
         alerts.extend(report_alerts)
         out.append(report)
     if nova.get("note"):

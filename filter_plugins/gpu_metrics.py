@@ -10,6 +10,10 @@
 * ``ogc_gpu_vfio{...}``: of those, how many are bound to vfio-pci;
 * ``ogc_gpu_nova_offered{...}`` / ``ogc_gpu_nova_used{...}``: Nova's view (placement inventory and usage
   of the model's resource class ``CUSTOM_PCI_<VENDOR>_<PRODUCT>``), only when Nova was asked;
+* ``ogc_gpu_nova_reserved``, ``ogc_gpu_nova_waiting_return``, ``ogc_gpu_nova_orphan_allocations``: Nova's
+  devices of this host reserved by an operator, one-time-use devices waiting to be returned, and allocations
+  held by a consumer that is neither a server nor a migration in progress (gpu_health_nova's counts), only when
+  Nova was asked;
 * ``ogc_gpu_health_ok``: 1 when the health check raised no alert, else 0;
 * ``ogc_gpu_health_alerts``: how many alerts it raised;
 * ``ogc_gpu_health_last_run_timestamp_seconds``: when it ran (Unix time).
@@ -33,8 +37,19 @@ PER_MODEL = (
     ("ogc_gpu_vfio", "GPUs of this model for Nova that are bound to vfio-pci now."),
 )
 NOVA = (
-    ("ogc_gpu_nova_offered", "GPUs of this model Nova offers on this host (placement inventory total)."),
+    ("ogc_gpu_nova_offered", "GPUs of this model Nova offers on this host (placement inventory total less reserved)."),
     ("ogc_gpu_nova_used", "GPUs of this model Nova has given to servers on this host (placement usage)."),
+)
+NOVA_DEVICES = (
+    ("reserved", "ogc_gpu_nova_reserved",
+     "Passthrough devices of this host reserved in placement by an operator (not one-time use): Nova gives them to no "
+     "server."),
+    ("waiting_return", "ogc_gpu_nova_waiting_return",
+     "One-time-use passthrough devices of this host used and waiting for an operator to return them (reserved in "
+     "placement, no allocation)."),
+    ("orphan_allocations", "ogc_gpu_nova_orphan_allocations",
+     "Allocations of this host's passthrough devices held by a consumer that is neither a server nor a migration in "
+     "progress."),
 )
 
 
@@ -59,7 +74,8 @@ def gpu_health_metrics(report, timestamp, nova=None):
     :param report: the host's ``gpu_health_report`` (filter gpu_health).
     :param timestamp: when the check ran, Unix seconds (int or float).
     :param nova: Nova's view of the host (``report.nova`` from gpu_health_nova: ``{classes: {rc: {total,
-        used}}}``), or None when Nova was not asked.
+        used}}, reserved, waiting_return, orphan_allocations}``; a count it lacks is 0), or None when Nova was not
+        asked.
     """
     host = report.get("host") if isinstance(report, dict) else None
     if not isinstance(report, dict) or not isinstance(report.get("gpus"), list) or \
@@ -71,6 +87,10 @@ def gpu_health_metrics(report, timestamp, nova=None):
     if nova is not None and not (isinstance(nova, dict) and isinstance(nova.get("classes", {}), dict)):
         _fail(host, f"nova must be Nova's view of the host ({{classes: {{resource class: {{total, used}}}}}}) or "
                     f"null, got {nova!r}")
+    for key, _name, _help in NOVA_DEVICES if nova is not None else ():
+        value = nova.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            _fail(host, f"nova.{key} must be a count (a whole number >= 0) from gpu_health_nova, got {value!r}")
     models: dict[tuple, dict] = {}
     for gpu in report["gpus"]:
         if not isinstance(gpu, dict) or "address" not in gpu:
@@ -96,6 +116,8 @@ def gpu_health_metrics(report, timestamp, nova=None):
         for (alias, model, pci_id), counts in sorted(models.items()):
             lines.append(f'{name}{{alias="{_label(alias)}",model="{_label(model)}",pci_id="{_label(pci_id)}"}} '
                          f"{counts[name]}")
+    for key, name, help_text in NOVA_DEVICES if nova is not None else ():
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f"{name} {nova.get(key, 0)}"]
     alerts = len(report["alerts"])
     lines += [
         "# HELP ogc_gpu_health_ok 1 when the last GPU health check raised no alert, else 0.",

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import datetime
 import time
+import uuid
 
 import pytest
 
-from ogc_testlib import enable_compute_service, wait_status
+from ogc_testlib import enable_compute_service, load_source, wait_status
 
 pytestmark = pytest.mark.integration
 
@@ -170,6 +171,93 @@ def test_nova_pci_view_from_placement(compute_cloud, v100_server, tmp_path):
     assert rc == 0, raw
     view = results[0]
     assert view["changed"] is False and view["available"] is True and view["note"] == ""
-    assert view["hosts"] == {"ogc-gpu-1": {"CUSTOM_PCI_10DE_1DB4": {"total": 2, "used": 1}}}
+    assert view["hosts"] == {"ogc-gpu-1": {"CUSTOM_PCI_10DE_1DB4": {"total": 2, "used": 1, "reserved": 0, "free": 1}}}
     assert sorted(d["name"] for d in view["devices"]) == ["ogc-gpu-1_0000:27:00.0", "ogc-gpu-1_0000:44:00.0"]
     assert [h["name"] for h in view["hypervisors"]] == ["ogc-gpu-1"]
+    # Device by device: the server's device is in use by it (its allocation's consumer), the other is free; both
+    # carry the trait Nova gives every device it manages.
+    states = {d["address"]: (d["state"], [c["uuid"] for c in d["consumers"]]) for d in view["devices"]}
+    assert sorted(states.values()) == [("free", []), ("in_use", [v100_server.id])]
+    assert all("COMPUTE_MANAGED_PCI_DEVICE" in d["traits"] and not d["one_time_use"] for d in view["devices"])
+
+
+PLACEMENT = "1.28"  # consumer generations (PUT /allocations/{consumer})
+
+
+def placement_call(admin, method, path, body=None, ok=(200, 204)):
+    """One request to the test cloud's Placement API; its JSON answer (None for 204), or an AssertionError."""
+    kwargs = {"json": body} if body is not None else {}
+    response = getattr(admin.placement, method)(path, microversion=PLACEMENT, raise_exc=False, **kwargs)
+    assert response.status_code in ok, (method, path, response.status_code, response.text)
+    return response.json() if response.status_code != 204 else None
+
+
+def set_reserved(admin, provider, resource_class, reserved):
+    """Set a device provider's inventory's reserved, as an operator does (osc-placement's `inventory set --amend`:
+    read, then write with the generation read; Nova's periodic update may bump it meanwhile: read again)."""
+    path = f"/resource_providers/{provider}/inventories/{resource_class}"
+    for _attempt in range(5):
+        current = placement_call(admin, "get", path)
+        body = dict(current, reserved=reserved)
+        response = admin.placement.put(path, json=body, microversion=PLACEMENT, raise_exc=False)
+        if response.status_code != 409:
+            assert response.status_code == 200, response.text
+            return
+        time.sleep(1)
+    raise AssertionError(f"{path}: the generation kept changing (409)")
+
+
+def test_reserved_device_and_orphaned_allocation(compute_cloud, v100_server, tmp_path):
+    """Through the real Placement API: reserve the server's device as an operator would (no one-time-use trait) and
+    give the free device an allocation whose consumer is no server; os_pci_inventory tells each apart, the health
+    filter alerts on both with the fix; then both are undone and nothing is left."""
+    assert v100_server.status == "ACTIVE", v100_server.fault
+    admin = compute_cloud.connect()
+    rc = "CUSTOM_PCI_10DE_1DB4"
+    providers = placement_call(admin, "get", "/resource_providers")["resource_providers"]
+    devices = {p["name"]: p["uuid"] for p in providers if p["name"].startswith("ogc-gpu-1_")}
+    assert sorted(devices) == ["ogc-gpu-1_0000:27:00.0", "ogc-gpu-1_0000:44:00.0"]
+    used = {name: placement_call(admin, "get", f"/resource_providers/{rp}/usages")["usages"][rc]
+            for name, rp in devices.items()}
+    busy = next(name for name, n in used.items() if n == 1)
+    free = next(name for name, n in used.items() if n == 0)
+    ghost = str(uuid.uuid4())
+    view_task = [{"name": "view", "os_pci_inventory": {"cloud": "ogc-test"}}]
+    try:
+        set_reserved(admin, devices[busy], rc, 1)
+        placement_call(admin, "put", f"/allocations/{ghost}", {
+            "allocations": {devices[free]: {"resources": {rc: 1}}}, "consumer_generation": None,
+            "project_id": admin.current_project_id, "user_id": admin.current_user_id})
+        rc_run, results, raw = compute_cloud.tasks_in_order(tmp_path, view_task)
+        assert rc_run == 0, raw
+        view = results[0]
+    finally:
+        placement_call(admin, "delete", f"/allocations/{ghost}", ok=(204, 404))
+        set_reserved(admin, devices[busy], rc, 0)
+
+    by_name = {d["name"]: d for d in view["devices"]}
+    assert by_name[busy]["state"] == "reserved" and by_name[busy]["reserved"] == 1
+    assert by_name[busy]["consumers"] == [{"uuid": v100_server.id, "kind": "server", "status": None}]
+    assert by_name[free]["state"] == "orphaned"
+    assert by_name[free]["consumers"] == [{"uuid": ghost, "kind": "none", "status": None}]
+    assert view["hosts"]["ogc-gpu-1"][rc] == {"total": 1, "used": 2, "reserved": 1, "free": 0}
+
+    # What health makes of it, for a host whose plan gives Nova both devices.
+    health = load_source("gpu_health", "filter_plugins/gpu_health.py")
+    busy_address, free_address = busy.split("_", 1)[1].lower(), free.split("_", 1)[1].lower()
+    gpus = [{"address": a, "for_nova": True, "present": True} for a in sorted((busy_address, free_address))]
+    report = {"host": "gpu-1", "found": 2, "expected": 2, "gpus": gpus, "alerts": []}
+    out = health.gpu_health_nova([report], view, {"gpu-1": "ogc-gpu-1"})
+    got = out["reports"][0]
+    assert got["nova_reserved"] == [busy_address]
+    assert got["nova_orphaned"] == [{"address": free_address, "consumer": ghost}]
+    assert got["nova"]["reserved"] == 1 and got["nova"]["orphan_allocations"] == 1
+    assert len(out["alerts"]) == 2
+    assert (f"openstack resource provider inventory set {devices[busy]} --amend --resource {rc}:reserved=0"
+            in out["alerts"][0])
+    assert f"openstack resource provider allocation delete {ghost}" in out["alerts"][1]
+
+    # Undone: the view is the one of test_nova_pci_view_from_placement again.
+    rc_run, results, raw = compute_cloud.tasks_in_order(tmp_path, view_task, name="again.yml")
+    assert rc_run == 0, raw
+    assert {d["name"]: d["state"] for d in results[0]["devices"]} == {busy: "in_use", free: "free"}

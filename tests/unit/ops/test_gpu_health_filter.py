@@ -201,3 +201,139 @@ def test_alerts_are_the_verifiers_problems(seed):
     assert [p["cause"] for p in report["problems"]] == ["group_member_on_host_driver"]
     assert report["alerts"] == [report["problems"][0]["message"]] and report["ok"] is False
     assert report["missing"] == [] and report["not_vfio"] == []
+
+
+# ------------------------------------------------------------------ device by device: reservations and allocations
+
+RC = "CUSTOM_PCI_10DE_1DB4"
+
+
+def placement(hypervisor, devices, servers=(), migrations=None):
+    """os_pci_inventory's result (its pure part, module_utils/pci_inventory.py) for a hypervisor whose device
+    providers are ``{address: {reserved, one_time_use, consumers: [uuid]}}``, as Placement and Nova answer."""
+    from ansible.module_utils import pci_inventory  # pylint: disable=import-outside-toplevel
+
+    providers = [{"uuid": "cn", "name": hypervisor, "root_provider_uuid": "cn"}]
+    inventories, usages, traits, allocations = {"cn": {"VCPU": {"total": 64, "reserved": 0}}}, {}, {}, {}
+    for n, (address, spec) in enumerate(sorted(devices.items())):
+        uuid = f"rp-{n}"
+        providers.append({"uuid": uuid, "name": f"{hypervisor}_{address.upper()}", "root_provider_uuid": "cn"})
+        inventories[uuid] = {RC: {"total": 1, "reserved": spec.get("reserved", 0), "max_unit": 1}}
+        usages[uuid] = {RC: len(spec.get("consumers", []))}
+        traits[uuid] = ["COMPUTE_MANAGED_PCI_DEVICE"] + (["HW_PCI_ONE_TIME_USE"] if spec.get("one_time_use") else [])
+        allocations[uuid] = {c: {RC: 1} for c in spec.get("consumers", [])}
+    kinds = pci_inventory.consumer_kinds([c for a in allocations.values() for c in a], servers, migrations or {})
+    hosts, found = pci_inventory.summarise(providers, inventories, usages, ["CUSTOM_PCI_*"], traits, allocations, kinds)
+    return {"available": True, "hosts": hosts, "devices": found, "note": ""}
+
+
+def test_reserved_waiting_and_orphaned_devices(seed):
+    _facts, bound, plan = seed
+    report = health.gpu_health(bound, plan, host="seed-v100")
+    nova = placement("gpu01", {
+        "0000:27:00.0": {"consumers": ["vm-1"]},                                  # in use by a server
+        "0000:44:00.0": {"reserved": 1},                                          # an operator's reservation
+        "0000:a3:00.0": {"reserved": 1, "one_time_use": True},                    # used once, waiting to be returned
+        "0000:c3:00.0": {"consumers": ["gone-1"], "reserved": 1, "one_time_use": True}},  # held by a deleted server
+        servers=["vm-1"])
+    out = health.gpu_health_nova([report], nova, {"seed-v100": "gpu01"})
+    got = out["reports"][0]
+    assert {e["address"]: e["state"] for e in got["nova_devices"]} == {
+        "0000:27:00.0": "in_use", "0000:44:00.0": "reserved", "0000:a3:00.0": "waiting_return",
+        "0000:c3:00.0": "orphaned"}
+    assert got["nova_reserved"] == ["0000:44:00.0"] and got["nova_waiting_return"] == ["0000:a3:00.0"]
+    assert got["nova_orphaned"] == [{"address": "0000:c3:00.0", "consumer": "gone-1"}]
+    assert got["nova_missing"] == [] and got["nova_extra"] == []
+    assert {k: got["nova"][k] for k in ("total", "used", "free", "reserved", "waiting_return", "orphan_allocations")} \
+        == {"total": 1, "used": 2, "free": 0, "reserved": 1, "waiting_return": 1, "orphan_allocations": 1}
+    assert out["alerts"] == [
+        "seed-v100: Nova's device 0000:44:00.0 on gpu01 is reserved in placement (provider gpu01_0000:44:00.0, "
+        f"{RC} reserved=1) and is not a one-time-use device, so Nova gives it to no server: an operator's "
+        "reservation; when it is no longer wanted, return it with `openstack resource provider inventory set rp-1 "
+        f"--amend --resource {RC}:reserved=0`",
+        "seed-v100: Nova's device 0000:c3:00.0 on gpu01 is allocated in placement (provider gpu01_0000:C3:00.0) to "
+        "consumer gone-1, which is neither a server nor a migration in progress (an allocation left behind by a "
+        "failed delete or move), so Nova gives the device to no one: check with `openstack server show gone-1` and "
+        "`openstack resource provider allocation show gone-1`, then remove its allocations with `openstack resource "
+        "provider allocation delete gone-1`"]
+    assert out["lines"][0] == (f"seed-v100: 4/4 GPUs for Nova on the bus; Nova (placement, {RC}): 1 total, 2 used, "
+                               "0 free, 1 waiting to be returned; 2 alert(s)")
+    assert out["lines"][1] == (
+        "seed-v100: 1 one-time-use device(s) on gpu01 used and waiting to be returned: 0000:a3:00.0 (provider rp-2, "
+        f"{RC}); once cleaned, return each with `openstack resource provider inventory set <provider> --amend "
+        "--resource <class>:reserved=0`")
+    assert out["lines"][2:] == ["ALERT " + a for a in out["alerts"]]
+
+
+def test_waiting_device_alone_is_no_alert(seed):
+    _facts, bound, plan = seed
+    report = health.gpu_health(bound, plan, host="seed-v100")
+    nova = placement("gpu01", {a: ({"reserved": 1, "one_time_use": True} if a == "0000:27:00.0" else {})
+                               for a in planned_of(plan)})
+    out = health.gpu_health_nova([report], nova, {"seed-v100": "gpu01"})
+    assert out["alerts"] == [] and out["reports"][0]["ok"] is True
+    assert out["reports"][0]["nova_waiting_return"] == ["0000:27:00.0"]
+    assert out["lines"][0].endswith("3 total, 0 used, 3 free, 1 waiting to be returned; OK")
+    assert "waiting to be returned: 0000:27:00.0" in out["lines"][1]
+
+
+def test_a_migration_in_progress_holds_its_device(seed):
+    """Nova holds the source host's resources under the migration's UUID during a move: alive while the move runs
+    (a resize waiting to be confirmed is 'finished'), orphaned once the migration has ended."""
+    _facts, bound, plan = seed
+    report = health.gpu_health(bound, plan, host="seed-v100")
+    devices = {a: {} for a in planned_of(plan)}
+    devices["0000:27:00.0"] = {"consumers": ["mig-1"]}
+    for status, orphaned in (("running", False), ("finished", False), ("confirmed", True), ("error", True)):
+        nova = placement("gpu01", devices, migrations={"mig-1": {"uuid": "mig-1", "status": status}})
+        got = health.gpu_health_nova([report], nova, {"seed-v100": "gpu01"})["reports"][0]
+        assert (got["nova_orphaned"] == [{"address": "0000:27:00.0", "consumer": "mig-1"}]) is orphaned, status
+        assert got["ok"] is not orphaned
+
+
+def test_devices_without_the_new_fields_are_read_as_before(seed):
+    """An os_pci_inventory result of the previous shape (no state, consumers): used devices are in use, no finding."""
+    _facts, bound, plan = seed
+    report = health.gpu_health(bound, plan, host="seed-v100")
+    devices = _devices("gpu01", planned_of(plan))
+    devices[0]["used"] = 1
+    out = health.gpu_health_nova([report], {"available": True, "devices": devices,
+                                            "hosts": {"gpu01": {RC: {"total": 4, "used": 1}}}}, {"seed-v100": "gpu01"})
+    got = out["reports"][0]
+    assert [e["state"] for e in got["nova_devices"]] == ["in_use", "free", "free", "free"]
+    assert out["alerts"] == [] and got["nova"]["free"] == 3 and got["nova"]["orphan_allocations"] == 0
+
+
+DEVICE_KINDS = st.sampled_from(["free", "server", "migration", "ended_migration", "gone", "reserved", "otu_waiting",
+                                "otu_in_use", "otu_gone"])
+
+
+@given(planned=st.sets(st.sampled_from(ADDRESSES), min_size=1),
+       offered=st.dictionaries(st.sampled_from(ADDRESSES), DEVICE_KINDS, min_size=1))
+@settings(max_examples=80, deadline=None)
+def test_every_device_in_exactly_one_category_property(planned, offered):
+    """Whatever the plan and placement hold: every planned and every offered device has exactly one state; the
+    finding lists are those states; alerts are one per missing, extra, reserved device and orphaned allocation."""
+    spec = {"free": {}, "server": {"consumers": ["vm"]}, "migration": {"consumers": ["mig-live"]},
+            "ended_migration": {"consumers": ["mig-done"]}, "gone": {"consumers": ["gone"]},
+            "reserved": {"reserved": 1},
+            "otu_waiting": {"reserved": 1, "one_time_use": True},
+            "otu_in_use": {"reserved": 1, "one_time_use": True, "consumers": ["vm"]},
+            "otu_gone": {"reserved": 1, "one_time_use": True, "consumers": ["gone"]}}
+    nova = placement("hv", {a: spec[k] for a, k in offered.items()}, servers=["vm"],
+                     migrations={"mig-live": {"status": "running"}, "mig-done": {"status": "completed"}})
+    gpus = [{"address": a, "for_nova": True, "present": True} for a in sorted(planned)]
+    report = {"host": "h", "found": len(planned), "expected": len(planned), "gpus": gpus, "alerts": []}
+    out = health.gpu_health_nova([report], nova, {"h": "hv"})["reports"][0]
+    states = [(e["address"], e["state"]) for e in out["nova_devices"]]
+    assert sorted(a for a, _ in states) == sorted(planned | set(offered))  # each device once
+    expected = {"free": "free", "server": "in_use", "migration": "in_use", "ended_migration": "orphaned",
+                "gone": "orphaned", "reserved": "reserved", "otu_waiting": "waiting_return", "otu_in_use": "in_use",
+                "otu_gone": "orphaned"}
+    assert dict(states) == dict({a: "missing" for a in planned - set(offered)},
+                                **{a: expected[k] for a, k in offered.items()})
+    assert out["nova_reserved"] == sorted(a for a, k in offered.items() if k == "reserved")
+    assert out["nova_waiting_return"] == sorted(a for a, k in offered.items() if k == "otu_waiting")
+    assert [o["address"] for o in out["nova_orphaned"]] == sorted(a for a, s in states if s == "orphaned")
+    assert len(out["alerts"]) == (len(planned ^ set(offered)) + len(out["nova_reserved"]) + len(out["nova_orphaned"]))
+    assert out["ok"] == (not out["alerts"])

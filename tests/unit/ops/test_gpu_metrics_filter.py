@@ -65,6 +65,27 @@ def test_novas_view_per_model(seed):
     # Nova asked but it knows nothing of the model: 0 offered.
     got = samples(metrics.gpu_health_metrics(report, 1, nova={"classes": {}}))
     assert got[("ogc_gpu_nova_offered", key)] == 0
+    # A view without the device counts (an older health summary): 0 of each.
+    assert got[("ogc_gpu_nova_reserved", frozenset())] == got[("ogc_gpu_nova_waiting_return", frozenset())] == \
+        got[("ogc_gpu_nova_orphan_allocations", frozenset())] == 0
+
+
+def test_novas_devices_reserved_waiting_and_orphaned(seed):
+    """The counts of gpu_health_nova (its report.nova, as the metrics task passes it), per host: no host label."""
+    _facts, bound, plan = seed
+    report = health.gpu_health(bound, plan, host="seed-v100")
+    nova = {"hypervisor": "gpu01", "classes": {"CUSTOM_PCI_10DE_1DB4": {"total": 1, "used": 2}}, "reserved": 1,
+            "waiting_return": 2, "orphan_allocations": 3}
+    text = metrics.gpu_health_metrics(report, 1, nova=nova)
+    got = samples(text)
+    assert (got[("ogc_gpu_nova_reserved", frozenset())], got[("ogc_gpu_nova_waiting_return", frozenset())],
+            got[("ogc_gpu_nova_orphan_allocations", frozenset())]) == (1, 2, 3)
+    assert families(text)["ogc_gpu_nova_orphan_allocations"] == "gauge"
+    with pytest.raises(AnsibleFilterError, match=r"nova.reserved must be a count \(a whole number >= 0\) from "
+                                                 r"gpu_health_nova, got -1"):
+        metrics.gpu_health_metrics(report, 1, nova=dict(nova, reserved=-1))
+    with pytest.raises(AnsibleFilterError, match="nova.orphan_allocations must be a count"):
+        metrics.gpu_health_metrics(report, 1, nova=dict(nova, orphan_allocations=True))
 
 
 def test_label_values_are_escaped():

@@ -272,6 +272,8 @@ def test_pci_inventory_summary():
                    "d2": {"CUSTOM_PCI_10DE_1DB4": {"total": 1, "reserved": 0}}}
     usages = {"d1": {"CUSTOM_PCI_10DE_1DB4": 1}}
     hosts, devices = pci_inventory.summarise(providers, inventories, usages, ["CUSTOM_PCI_*"])
-    assert hosts == {"gpu01": {"CUSTOM_PCI_10DE_1DB4": {"total": 2, "used": 1}}}
+    assert hosts == {"gpu01": {"CUSTOM_PCI_10DE_1DB4": {"total": 2, "used": 1, "reserved": 0, "free": 1}}}
     assert [(d["name"], d["used"]) for d in devices] == [("gpu01_0000:27:00.0", 1), ("gpu01_0000:44:00.0", 0)]
+    # Without the allocations (not read), no consumer is known: a used device is in use.
+    assert [d["state"] for d in devices] == ["in_use", "free"]
     assert pci_inventory.summarise(providers, inventories, usages, ["PGPU"]) == ({}, [])
