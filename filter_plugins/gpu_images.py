@@ -9,6 +9,9 @@
   image is built: ``name``, ``disk_format``, ``elements`` (the declared ones plus ``cloud-init-datasources``),
   ``distro``, ``release``, ``nvidia_pins`` ({package: version}, empty without the NVIDIA element) and
   ``environment`` (the ``DIB_*`` variables of its ``disk-image-create``, ``extra_env`` beneath the image's own).
+* ``plans | ogc_image_address_space``: the image properties (``hw_maxphysaddr_mode``/``_bits``) guests need to map
+  the 64-bit memory windows of the GPUs the plans (``{host: {"facts", "plan"}}``) give Nova, ``{}`` when the
+  defaults do (module_utils/pci_bars.py, ``address_space_properties``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ runpy.run_path(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__fi
                             "module_utils_route.py"))
 
 from ansible.module_utils import gpu_images  # noqa: E402  pylint: disable=wrong-import-position
+from ansible.module_utils import pci_bars  # noqa: E402  pylint: disable=wrong-import-position
 
 try:
     from ansible.errors import AnsibleFilterError
@@ -73,8 +77,28 @@ def ogc_image_build(image, default_branch, default_version, docker_mtu, datasour
     }
 
 
+def ogc_image_address_space(plans):
+    """Image properties for the planned GPUs' memory windows (see the module docstring); a host whose facts have no
+    windows (a capture from before they were read) counts as needing nothing."""
+    if not isinstance(plans, dict):
+        raise AnsibleFilterError(f"ogc_image_address_space: plans must be {{host: {{facts, plan}}}}, got {plans!r}")
+    windows_by_host = {}
+    for host, record in sorted(plans.items()):
+        selected = {d.get("address") for d in ((record or {}).get("plan") or {}).get("selected") or []}
+        windows = []
+        for device in ((record or {}).get("facts") or {}).get("devices") or []:
+            if device.get("address") in selected and device.get("bars"):
+                windows += pci_bars.high_windows(device["bars"])
+        windows_by_host[host] = windows
+    try:
+        return pci_bars.address_space_properties(windows_by_host)
+    except pci_bars.ResourceError as exc:
+        raise AnsibleFilterError(f"ogc_image_address_space: {exc}") from None
+
+
 class FilterModule:
     """The gpu_images role's filters."""
 
     def filters(self):
-        return {"ogc_image_problems": ogc_image_problems, "ogc_image_build": ogc_image_build}
+        return {"ogc_image_problems": ogc_image_problems, "ogc_image_build": ogc_image_build,
+                "ogc_image_address_space": ogc_image_address_space}

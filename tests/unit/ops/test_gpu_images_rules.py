@@ -161,3 +161,20 @@ def test_driver_components_are_added_to_main_sources_only_once(kind, options, co
 def test_image_problems_never_raise_and_are_strings(image):
     problems = filters.ogc_image_problems([image], "535", "")
     assert all(isinstance(p, str) and p for p in problems)
+
+
+def _record(selected, devices):
+    return {"plan": {"selected": [{"address": a} for a in selected]}, "facts": {"devices": devices}}
+
+
+def test_address_space_from_the_plans_counts_only_the_selected_gpus_windows():
+    big = {"address": "0000:41:00.0", "bars": [{"index": 1, "size": 128 << 30, "is_64bit": True, "prefetchable": True}]}
+    small = {"address": "0000:27:00.0", "bars": [{"index": 1, "size": 16 << 30, "is_64bit": True, "prefetchable": True}]}
+    assert filters.ogc_image_address_space({"v100": _record(["0000:27:00.0"], [small, big])}) == {}
+    props = filters.ogc_image_address_space({"v100": _record(["0000:27:00.0"], [small]),
+                                             "h100": _record(["0000:41:00.0"], [big])})
+    assert props["hw_maxphysaddr_mode"] == "emulate" and props["hw_maxphysaddr_bits"] >= 41
+    # A capture without windows (bars null) needs nothing it could tell.
+    assert filters.ogc_image_address_space({"old": _record(["0000:41:00.0"], [dict(big, bars=None)])}) == {}
+    with pytest.raises(filters.AnsibleFilterError, match="plans must be"):
+        filters.ogc_image_address_space(["not", "a", "mapping"])
