@@ -158,7 +158,8 @@ def _device_findings(report, name, devices, planned, offered):
             f"{host}: {len(waiting)} one-time-use device(s) on {name} used and waiting to be returned: "
             + ", ".join(f"{a} (provider {d.get('uuid')}, {d.get('resource_class')})"
                         for a, d in zip(report["nova_waiting_return"], waiting))
-            + f"; once cleaned, return each with `{RETURN_COMMAND.format(uuid='<provider>', rc='<class>')}`")
+            + "; reset and return them with `ansible-playbook playbooks/return_gpus.yml -i inventory/<env>` (or, once "
+            f"cleaned by hand, `{RETURN_COMMAND.format(uuid='<provider>', rc='<class>')}`)")
     return alerts, lines
 
 

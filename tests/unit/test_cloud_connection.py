@@ -99,7 +99,7 @@ def test_no_task_declares_the_connection():
 def test_the_plays_that_reach_the_cloud_declare_it_once():
     """Each play of these playbooks that runs an OpenStack module (itself or through its roles) declares the
     connection for the group, from the environment's cloud_connection."""
-    for name in ("cloud.yml", "lifetimes.yml", "images.yml", "health.yml"):
+    for name in ("cloud.yml", "lifetimes.yml", "images.yml", "health.yml", "return_gpus.yml"):
         plays = yaml.safe_load((ROOT / "playbooks" / name).read_text(encoding="utf-8"))
         reaching = [play for play in plays
                     if any(role.get("role") in ("cloud_resources", "server_lifetimes") for role in play.get("roles", []))

@@ -260,8 +260,8 @@ def test_reserved_waiting_and_orphaned_devices(seed):
                                "0 free, 1 waiting to be returned; 2 alert(s)")
     assert out["lines"][1] == (
         "seed-v100: 1 one-time-use device(s) on gpu01 used and waiting to be returned: 0000:a3:00.0 (provider rp-2, "
-        f"{RC}); once cleaned, return each with `openstack resource provider inventory set <provider> --amend "
-        "--resource <class>:reserved=0`")
+        f"{RC}); reset and return them with `ansible-playbook playbooks/return_gpus.yml -i inventory/<env>` (or, once "
+        "cleaned by hand, `openstack resource provider inventory set <provider> --amend --resource <class>:reserved=0`)")
     assert out["lines"][2:] == ["ALERT " + a for a in out["alerts"]]
 
 
