@@ -30,6 +30,7 @@ runpy.run_path(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__fi
                             "module_utils_route.py"))
 
 from ansible.module_utils import pci_address  # noqa: E402  pylint: disable=wrong-import-position
+from ansible.module_utils import pci_placement  # noqa: E402  pylint: disable=wrong-import-position
 from ansible.module_utils.pci_alias import alias_name_error  # noqa: E402  pylint: disable=wrong-import-position
 
 # Nova 2026.1 (nova 33.x) default of [filter_scheduler] enabled_filters, read from
@@ -47,6 +48,8 @@ PCI_FILTER = "PciPassthroughFilter"
 
 # Device types an alias may ask for (nova.pci.request._ALIAS_SCHEMA).
 DEVICE_TYPES = ("type-PCI", "type-PF", "type-VF")
+# An alias's numa_policy (nova.objects.fields.PCINUMAAffinityPolicy.ALL).
+NUMA_POLICIES = ("legacy", "preferred", "required", "socket")
 
 
 # Files under node_custom_config that kolla-ansible merges into each Nova service's nova.conf,
@@ -94,8 +97,12 @@ def _check_alias(host, alias):
               f"{', '.join(DEVICE_TYPES)}")
 
 
-def nova_pci_aliases(plans):
+def nova_pci_aliases(plans, numa_policy=None, placement=False):
     """Return the inventory-wide ``[pci] alias`` list: one alias per GPU model.
+
+    ``numa_policy`` (one of Nova's, or None for none written) goes into every alias; with ``placement`` (the
+    release can schedule PCI devices in Placement) each alias also names its model's resource class
+    (module_utils/pci_placement.py), which Nova's pool path ignores.
 
     ``plans`` is ``{host: plan}``. Aliases come from each plan's ``aliases``. Hosts are visited in
     sorted order so the result and the error messages do not depend on dict order.
@@ -136,19 +143,42 @@ def nova_pci_aliases(plans):
                 continue
             by_name[name] = (host, alias)
             by_model[model] = (host, alias)
-    return [
-        {"name": a["name"], "vendor_id": a["vendor_id"], "product_id": a["product_id"],
-         "device_type": a["device_type"]}
-        for _, (_, a) in sorted(by_name.items())
-    ]
+    result = []
+    classes = {}  # resource class -> alias name
+    for name, (host, a) in sorted(by_name.items()):
+        alias = {"name": a["name"], "vendor_id": a["vendor_id"], "product_id": a["product_id"],
+                 "device_type": a["device_type"]}
+        if numa_policy is not None:
+            if numa_policy not in NUMA_POLICIES:
+                _fail(f"nova_pci: numa_policy {numa_policy!r} is not one of Nova's: {', '.join(NUMA_POLICIES)}; "
+                      "fix nova_pci_config_numa_policy")
+            alias["numa_policy"] = numa_policy
+        if placement:
+            alias["resource_class"] = _resource_class(host, name)
+            if alias["resource_class"] in classes:
+                _fail(f"nova_pci: aliases {classes[alias['resource_class']]} and {name} both give the resource class "
+                      f"{alias['resource_class']} (pci_placement.resource_class: the name upper-cased, other "
+                      "characters than letters and digits as '_'): rename one in the passthrough policy's alias_names")
+            classes[alias["resource_class"]] = name
+        result.append(alias)
+    return result
 
 
-def nova_pci_device_spec(plan, host):
+def _resource_class(host, alias_name):
+    try:
+        return pci_placement.resource_class(alias_name)
+    except ValueError as exc:
+        return _fail(f"nova_pci: host {host}: {exc}")
+
+
+def nova_pci_device_spec(plan, host, placement=False, one_time_use=False):
     """Return ``[pci] device_spec`` entries for exactly the devices the plan of ``host`` selected.
 
     One entry per selected device, matched by its full PCI address and its vendor/product ids:
     ``{"address": "0000:27:00.0", "vendor_id": "10de", "product_id": "1db4"}``, sorted by address.
-    A plan that selected nothing gives ``[]``.
+    A plan that selected nothing gives ``[]``. With ``placement`` (the release reports PCI devices to Placement)
+    each entry also carries its model's ``resource_class`` and its ``traits`` (module_utils/pci_placement.py), and
+    with ``one_time_use`` ``"one_time_use": "true"`` (a device a server freed stays reserved until returned).
     """
     _check_plans({host: plan})
     selected = plan.get("selected") or []
@@ -167,8 +197,14 @@ def nova_pci_device_spec(plan, host):
             _fail(f"nova_pci: host {host}: device {address} is selected twice in the plan")
         seen.add(address)
         _check_ids(host, f"device {address}", dev)
-        specs.append({"address": address, "vendor_id": dev["vendor_id"],
-                      "product_id": dev["product_id"]})
+        spec = {"address": address, "vendor_id": dev["vendor_id"], "product_id": dev["product_id"]}
+        if placement:
+            # Nova reads a device_spec's tags as strings: traits comma-separated, one_time_use "true".
+            spec["resource_class"] = _resource_class(host, dev.get("alias"))
+            spec["traits"] = ",".join(pci_placement.device_traits(dev))
+            if one_time_use:
+                spec["one_time_use"] = "true"
+        specs.append(spec)
     return sorted(specs, key=lambda s: s["address"])
 
 
@@ -260,9 +296,9 @@ def nova_pci_override_check(files, hosts, aliases, begin, end, controllers=None)
     the hosts running nova-api/nova-scheduler (their host files count for the scheduler).
 
     Returns ``{"conflicts": [messages], "operator_filters": {path: [filters]},
-    "report_in_placement": bool}``: ``operator_filters`` lists operator-set ``enabled_filters``
-    that already contain PciPassthroughFilter (we then leave ``enabled_filters`` to them);
-    ``report_in_placement`` is what our block in the global ``nova.conf`` currently says.
+    "report_in_placement": bool, "pci_in_placement": bool}``: ``operator_filters`` lists operator-set
+    ``enabled_filters`` that already contain PciPassthroughFilter (we then leave ``enabled_filters`` to them);
+    ``report_in_placement`` and ``pci_in_placement`` are what our block in the global ``nova.conf`` currently says.
     Each conflict names the file, the key and the fix.
     """
     if not isinstance(files, dict):
@@ -330,12 +366,64 @@ def nova_pci_override_check(files, hosts, aliases, begin, end, controllers=None)
                     "the passthrough plans. Remove your line, or rename the GPU alias with the "
                     "passthrough policy's alias_names.")
 
-    report = False
+    # 4. The Placement switches are ours (nova_pci_config_placement), in the order Nova needs: set elsewhere, they
+    #    would turn the scheduler side on before the computes report, or hide what our block says.
+    for path in sorted(parsed):
+        for section, key in (("pci", "report_in_placement"), ("filter_scheduler", "pci_in_placement")):
+            for _, _, value, line in settings(path, section, key):
+                conflicts.append(
+                    f"{path} line {line} sets [{section}] {key} = {value}: open-gpu-cloud switches Nova's PCI "
+                    "tracking in Placement itself (nova_pci_config_placement), the computes first and the scheduler "
+                    "once Placement has every GPU host's devices. Remove the line and set nova_pci_config_placement "
+                    "(true to use Placement).")
+
+    ours = {}
     for section, key, value, _ in parsed.get(GLOBAL_FILE, ([], []))[1]:
-        if section == "pci" and key == "report_in_placement":
-            report = value.lower() in ("true", "1", "yes", "on")
+        if (section, key) in (("pci", "report_in_placement"), ("filter_scheduler", "pci_in_placement")):
+            ours[key] = value.lower() in ("true", "1", "yes", "on")
     return {"conflicts": conflicts, "operator_filters": operator_filters,
-            "report_in_placement": report}
+            "report_in_placement": ours.get("report_in_placement", False),
+            "pci_in_placement": ours.get("pci_in_placement", False)}
+
+
+def nova_pci_release_features(release):
+    """What the deployed release's Nova can do with PCI devices in Placement: ``{report, schedule, one_time_use,
+    error}`` (module_utils/pci_placement.py); an unknown release gives all false and ``error`` saying why."""
+    try:
+        return dict(pci_placement.features(release), error="")
+    except ValueError as exc:
+        return dict(report=False, schedule=False, one_time_use=False, error=str(exc))
+
+
+def nova_pci_fleet_specs(plans, placement=False, one_time_use=False):
+    """``{host: device_spec list}`` for every plan of ``plans`` (``{host: plan}``), as nova_pci_device_spec."""
+    _check_plans(plans)
+    return {host: nova_pci_device_spec(plans[host], host, placement, one_time_use) for host in sorted(plans)}
+
+
+def nova_pci_placement_missing(specs, devices, hypervisors=None):
+    """``{host: [device, ...]}``: the rendered devices Placement does not have yet with their resource class
+    (module_utils/pci_placement.py placement_missing); empty when the scheduler may allocate in Placement."""
+    if not isinstance(specs, dict) or not isinstance(devices, list):
+        _fail("nova_pci: nova_pci_placement_missing needs {host: device specs} and os_pci_inventory's devices list")
+    return pci_placement.placement_missing(specs, devices, hypervisors or {})
+
+
+def nova_pci_hypervisor_names(hosts, hostvars, overrides=None):
+    """``{host: hypervisor name in Nova}``: ``overrides[host]``, else the host's ``nova_hypervisor_hostname``, else
+    its ``health_nova_host``, else the host's own name (a host this inventory does not hold too)."""
+    overrides = overrides or {}
+    names = {}
+    for host in hosts:
+        name = overrides.get(host)
+        if not name and host in hostvars:
+            own = hostvars[host]
+            name = own.get("nova_hypervisor_hostname") or own.get("health_nova_host")
+        if name is not None and not isinstance(name, str):
+            _fail(f"nova_pci: host {host}: its hypervisor name must be a string, got {type(name).__name__}; fix "
+                  "nova_hypervisor_hostname (or nova_pci_config_hypervisor_names)")
+        names[host] = name or host
+    return names
 
 
 class FilterModule:
@@ -348,4 +436,8 @@ class FilterModule:
             "nova_pci_enabled_filters": nova_pci_enabled_filters,
             "nova_pci_available_filters": nova_pci_available_filters,
             "nova_pci_override_check": nova_pci_override_check,
+            "nova_pci_release_features": nova_pci_release_features,
+            "nova_pci_fleet_specs": nova_pci_fleet_specs,
+            "nova_pci_placement_missing": nova_pci_placement_missing,
+            "nova_pci_hypervisor_names": nova_pci_hypervisor_names,
         }

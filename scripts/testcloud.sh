@@ -4,7 +4,7 @@
 # tests, the benchmark and the demo. Installs the services on first use (scripts/openstack-venv.sh,
 # about 2 minutes), then:
 #   scripts/testcloud.sh start  [--dir DIR] [--lifetime SECONDS]   ~20-30 s; prints ports and clouds.yaml
-#        [--with-compute [--nova-pci-from FILE] [--fake-gpus FILE] [--compute-host NAME]]
+#        [--with-compute [--nova-pci-from FILE [--nova-scheduler-from FILE]] [--fake-gpus FILE] [--compute-host NAME]]
 #                                       also broker, placement, conductor, scheduler, a fake nova-compute;
 #                                       [pci]/[filter_scheduler] from a nova.conf kolla rendered (compute.py)
 #   scripts/testcloud.sh status [--dir DIR]                         exit 0 when MariaDB and the three APIs run

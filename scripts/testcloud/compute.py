@@ -17,17 +17,21 @@ By default the compute host (``COMPUTE_HOST``) offers two Tesla V100 (10de:1db4,
 a flavor asking for it fails with "No valid host was found".
 
 With ``--nova-pci-from FILE`` (a nova.conf kolla-ansible rendered for a GPU host's nova-compute, e.g.
-``<node_config_directory>/nova-compute/nova.conf``) the ``[pci]`` and ``[filter_scheduler]`` sections of
-every nova service come from that file instead: its ``[pci] alias`` (and any other ``[pci]`` key but
-``device_spec``) and its ``[filter_scheduler]`` go to the nova.conf all services read, its ``[pci]
-device_spec`` to nova-compute's own file. The test cloud keeps only its own keys those sections do not set
-(``pci_in_placement``, ``report_in_placement``: devices tracked in placement); the rest of the rendered
-file points at containers and is not used. ``--fake-gpus FILE`` (a JSON list of ``{address, vendor_id,
-product_id, dev_type, numa_node}``) names the devices the fake driver reports, and ``--compute-host NAME``
-the hypervisor's name.
+``<node_config_directory>/nova-compute/nova.conf``) and ``--nova-scheduler-from FILE`` (the one rendered for a
+controller's nova-scheduler; default the same file) Nova's PCI settings come from those files and from nowhere
+else: the scheduler's ``[pci]`` (all but ``device_spec``) and ``[filter_scheduler]`` go to the nova.conf every
+service reads (nova-api, nova-scheduler, nova-conductor, nova-compute), the compute's ``[pci]`` (all but ``alias``,
+which oslo.config would add up across files) to nova-compute's own file, read after it. The test cloud adds no PCI
+or scheduler setting of its own then (``report_in_placement``, ``pci_in_placement`` included: a proof runs what
+the product renders); the rest of the rendered files points at containers and is not used. Without them the
+test cloud's own settings apply (two V100, Placement on both sides). ``--fake-gpus FILE`` (a JSON list of
+``{address, vendor_id, product_id, dev_type, numa_node}``) names the devices the fake driver reports, and
+``--compute-host NAME`` the hypervisor's name. A start whose files' content changed restarts the services on the
+same databases (the fake driver's guests keep running, ogc_fake_gpu.py).
 """
 
 import datetime
+import hashlib
 import json
 import os
 import shutil
@@ -63,9 +67,10 @@ class ComputeError(Exception):
 RENDERED_SECTIONS = ("pci", "filter_scheduler")
 
 
-def read_rendered_sections(path):
+def read_rendered_sections(path, role="compute"):
     """{section: [(key, value), ...]} of RENDERED_SECTIONS in a rendered nova.conf, read with oslo.config's
-    own INI parser (repeated keys such as ``alias`` and ``device_spec`` are all kept, in order)."""
+    own INI parser (repeated keys such as ``alias`` and ``device_spec`` are all kept, in order). ``role``:
+    "compute" (the file must have device_spec and alias) or "scheduler" (alias and enabled_filters)."""
     from oslo_config import iniparser  # the services venv  # pylint: disable=import-outside-toplevel
 
     class Parser(iniparser.BaseParser):
@@ -86,20 +91,25 @@ def read_rendered_sections(path):
         def parse_exc(self, msg, lineno, line=None):
             return ComputeError(f"{path} line {lineno}: {msg} ({line!r}): not a nova.conf kolla-ansible rendered")
 
+    option = "--nova-pci-from" if role == "compute" else "--nova-scheduler-from"
+
     parser = Parser()
     try:
         with open(path, encoding="utf-8") as handle:
             parser.parse(handle)
     except OSError as exc:
-        raise ComputeError(f"--nova-pci-from {path} cannot be read ({exc.strerror}): render it first "
+        raise ComputeError(f"{option} {path} cannot be read ({exc.strerror}): render it first "
                            "(playbooks/nova.yml, then kolla-ansible genconfig: playbooks/deploy.yml)") from None
     found = parser.found
-    if not any(k == "device_spec" for k, _v in found.get("pci", [])) or \
-            not any(k == "alias" for k, _v in found.get("pci", [])):
-        raise ComputeError(f"--nova-pci-from {path} has no [pci] device_spec and alias: it is not the nova-compute "
+    pci_keys = {k for k, _v in found.get("pci", [])}
+    if role == "compute" and not {"device_spec", "alias"} <= pci_keys:
+        raise ComputeError(f"{option} {path} has no [pci] device_spec and alias: it is not the nova-compute "
                            "configuration of a GPU host that nova_pci_config configured")
+    if role == "scheduler" and "alias" not in pci_keys:
+        raise ComputeError(f"{option} {path} has no [pci] alias: it is not the nova-scheduler configuration "
+                           "kolla-ansible rendered from nova_pci_config's overrides")
     if not any(k == "enabled_filters" for k, _v in found.get("filter_scheduler", [])):
-        raise ComputeError(f"--nova-pci-from {path} has no [filter_scheduler] enabled_filters (nova_pci_config writes "
+        raise ComputeError(f"{option} {path} has no [filter_scheduler] enabled_filters (nova_pci_config writes "
                            "them into the global nova.conf override)")
     return found
 
@@ -136,24 +146,36 @@ def _port_open(port, timeout=1.0):
 class Compute:
     """Configuration, initialisation and processes of the compute side, for one TestCloud."""
 
-    def __init__(self, cloud, nova_pci_from=None, fake_gpus=None, host=None):
+    def __init__(self, cloud, nova_pci_from=None, fake_gpus=None, host=None, nova_scheduler_from=None):
         self.cloud = cloud
         self.nova_pci_from = nova_pci_from
+        self.nova_scheduler_from = nova_scheduler_from or nova_pci_from
         self.fake_gpus = fake_gpus
         self.host = host or COMPUTE_HOST
         self.rabbit_dir = os.path.join(cloud.data, "rabbitmq")
         self.rabbit_logs = os.path.join(cloud.logs, "rabbitmq")
         self.here = os.path.dirname(os.path.abspath(__file__))
-        self.has_device_spec = False  # write_configs: whether [pci] has a device_spec (wait_compute then waits for its providers)
+        # write_configs: whether nova-compute reports devices to Placement (wait_compute then waits for them)
+        self.reports_devices = False
 
     def options(self):
-        """What this start was asked for (a running cloud started otherwise is restarted)."""
-        return {"nova_pci_from": self.nova_pci_from, "fake_gpus": self.fake_gpus, "host": self.host}
+        """What this start was asked for, the files' content included (a running cloud started otherwise, or from
+        files that changed since, is restarted)."""
+        digests = {}
+        for path in {self.nova_pci_from, self.nova_scheduler_from, self.fake_gpus} - {None}:
+            try:
+                with open(path, "rb") as handle:
+                    digests[path] = hashlib.sha256(handle.read()).hexdigest()
+            except OSError:
+                digests[path] = None  # check_inputs names the file
+        return {"nova_pci_from": self.nova_pci_from, "nova_scheduler_from": self.nova_scheduler_from,
+                "fake_gpus": self.fake_gpus, "host": self.host, "content": digests}
 
     def check_inputs(self):
         """Read the rendered configuration and the fake devices once, so a bad file stops the start early."""
         if self.nova_pci_from:
             read_rendered_sections(self.nova_pci_from)
+            read_rendered_sections(self.nova_scheduler_from, "scheduler")
         if self.fake_gpus:
             read_fake_gpus(self.fake_gpus)
 
@@ -215,24 +237,28 @@ username = nova
 password = {pw['nova']}
 region_name = RegionOne
 """
-        # [pci] and [filter_scheduler]: the test cloud's own, or the sections of a rendered nova.conf (its keys
-        # replace ours; ours that it does not set are kept).
+        # [pci] and [filter_scheduler]: the test cloud's own, or the rendered files' and nothing else.
         pci = [("alias", json.dumps(a, sort_keys=True)) for a in PCI_ALIASES]
-        specs = [("device_spec", json.dumps(s, sort_keys=True)) for s in PCI_DEVICE_SPECS]
+        compute_pci = [("device_spec", json.dumps(s, sort_keys=True)) for s in PCI_DEVICE_SPECS] + \
+            [("report_in_placement", "true")]
         scheduler = [("available_filters", "nova.scheduler.filters.all_filters"), ("enabled_filters", ENABLED_FILTERS),
                      # Passthrough devices are tracked in placement too (free/used through the API; see os_pci_inventory).
                      ("pci_in_placement", "true")]
         devices = PCI_DEVICES
         if self.nova_pci_from:
             rendered = read_rendered_sections(self.nova_pci_from)
-            pci = [(k, v) for k, v in rendered["pci"] if k != "device_spec"]
-            specs = [(k, v) for k, v in rendered["pci"] if k == "device_spec"]
-            given = {k for k, _v in rendered["filter_scheduler"]}
-            scheduler = rendered["filter_scheduler"] + [(k, v) for k, v in scheduler if k not in given]
+            for_scheduler = read_rendered_sections(self.nova_scheduler_from, "scheduler")
+            pci = [(k, v) for k, v in for_scheduler["pci"] if k != "device_spec"]
+            scheduler = for_scheduler["filter_scheduler"]
+            # alias is a multi-valued option: oslo.config adds up its values across files, so nova-compute takes
+            # its aliases from nova.conf alone (the same global override renders both files).
+            compute_pci = [(k, v) for k, v in rendered["pci"] if k != "alias"]
         if self.fake_gpus:
             devices = read_fake_gpus(self.fake_gpus)
-        source = f"from {self.nova_pci_from}" if self.nova_pci_from else "the test cloud's own"
-        self.has_device_spec = bool(specs)
+        source = (f"from {self.nova_scheduler_from} and {self.nova_pci_from}" if self.nova_pci_from
+                  else "the test cloud's own")
+        self.reports_devices = any(k == "device_spec" for k, _v in compute_pci) and any(
+            k == "report_in_placement" and v.strip().lower() in ("true", "1", "yes", "on") for k, v in compute_pci)
         text += f"""
 # ---- compute services (testcloud.sh start --with-compute) ----
 [DEFAULT]
@@ -261,10 +287,9 @@ debug = {"true" if os.environ.get("OGC_TESTCLOUD_DEBUG") else "false"}
 host = {self.host}
 compute_driver = ogc_fake_gpu.FakeGpuDriver
 instances_path = {cloud.data}/instances
-# [pci] device_spec: {source}
+# [pci] but alias: {source}
 [pci]
-report_in_placement = true
-{_lines(specs)}""")
+{_lines(compute_pci)}""")
         write_file(os.path.join(cloud.etc, "nova", "fake-pci-devices.json"), json.dumps(devices, indent=1) + "\n")
         write_file(os.path.join(cloud.etc, "placement", "placement.conf"), f"""[DEFAULT]
 log_file = {cloud.logs}/placement.log
@@ -429,7 +454,7 @@ enforce_new_defaults = true
                     except Exception as exc:  # pylint: disable=broad-except
                         tree, services = [], dict(services, placement_error=str(exc))
                     complete = tree and all(has for _name, has in tree) and \
-                        (len(tree) > 1 or not self.has_device_spec)
+                        (len(tree) > 1 or not self.reports_devices)
                     if complete and tree == last_tree:
                         return
                     last_tree = tree if complete else None

@@ -3,7 +3,7 @@
 
 Run with the OpenStack services venv's Python (scripts/testcloud.sh does that):
 
-    testcloud.py start  [--dir DIR] [--lifetime SECONDS] [--with-compute [--nova-pci-from FILE]
+    testcloud.py start  [--dir DIR] [--lifetime SECONDS] [--with-compute [--nova-pci-from FILE [--nova-scheduler-from FILE]]
                         [--fake-gpus FILE] [--compute-host NAME]]
     testcloud.py stop   [--dir DIR]
     testcloud.py status [--dir DIR]
@@ -504,7 +504,9 @@ clouds:
         return CloudError(f"{svc} {why}. Logs: {', '.join(logs)}{detail}")
 
     def register_catalog(self):
-        """Service project, service users (admin role) and compute/image endpoints: idempotent."""
+        """Service project, service users (admin role; nova also the service role, as kolla-ansible's
+        nova_ks_user_roles gives it: Placement lets only a service reshape, which nova-compute does when it starts
+        reporting PCI devices with servers on them) and compute/image endpoints: idempotent."""
         import openstack  # the services venv has openstacksdk  # pylint: disable=import-outside-toplevel
 
         pw = self.secrets()
@@ -516,6 +518,7 @@ clouds:
         project = ident.find_project("service", domain_id="default") or \
             ident.create_project(name="service", domain_id="default", description="Service users")
         admin_role = ident.find_role("admin", ignore_missing=False)
+        service_role = ident.find_role("service") or ident.create_role(name="service")
         for svc, stype, user in (("nova", "compute", "nova"), ("glance", "image", "glance")):
             found = ident.find_user(user, domain_id="default")
             if found is None:
@@ -523,6 +526,8 @@ clouds:
             else:
                 ident.update_user(found, password=pw[user])
             ident.assign_project_role_to_user(project, found, admin_role)
+            if user == "nova":
+                ident.assign_project_role_to_user(project, found, service_role)
             service = next(iter(ident.services(type=stype)), None) or \
                 ident.create_service(name=svc, type=stype, is_enabled=True)
             url = self.url(svc)
@@ -647,7 +652,8 @@ clouds:
         finally:
             conn.close()
         print(f"testcloud: compute services ready in {time.time() - t0:.1f} s (host {self.compute.host}, "
-              f"PCI configuration {self.compute.nova_pci_from or 'the test cloud own'})")
+              f"PCI configuration {self.compute.nova_pci_from or 'the test cloud own'}"
+              f"{', scheduler ' + self.compute.nova_scheduler_from if self.compute.nova_pci_from else ''})")
 
     def stop(self, quiet=False):
         """Stop every server: the services first, then what they use (BACKENDS). Each server's supervisor stops the
@@ -758,6 +764,10 @@ def main(argv=None):
     parser.add_argument("--nova-pci-from", metavar="FILE",
                         help="with --with-compute: take every nova service's [pci] and [filter_scheduler] from this "
                              "nova.conf kolla-ansible rendered for a GPU host's nova-compute")
+    parser.add_argument("--nova-scheduler-from", metavar="FILE",
+                        help="with --nova-pci-from: take the [pci] alias (and every other [pci] key but device_spec) "
+                             "and [filter_scheduler] of every nova service from this nova.conf kolla-ansible rendered "
+                             "for a controller's nova-scheduler (default: the --nova-pci-from file)")
     parser.add_argument("--fake-gpus", metavar="FILE",
                         help="with --with-compute: the PCI devices the fake nova-compute reports (JSON list of "
                              "{address, vendor_id, product_id, dev_type, numa_node})")
@@ -765,7 +775,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.lifetime <= 0:
         parser.error("--lifetime must be a positive number of seconds")
+    if args.nova_scheduler_from and not args.nova_pci_from:
+        parser.error("--nova-scheduler-from needs --nova-pci-from")
     options = {"nova_pci_from": args.nova_pci_from and os.path.abspath(args.nova_pci_from),
+               "nova_scheduler_from": args.nova_scheduler_from and os.path.abspath(args.nova_scheduler_from),
                "fake_gpus": args.fake_gpus and os.path.abspath(args.fake_gpus), "host": args.compute_host}
     if any(options.values()) and not args.with_compute:
         parser.error("--nova-pci-from, --fake-gpus and --compute-host need --with-compute")

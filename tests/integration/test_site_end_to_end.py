@@ -17,11 +17,14 @@ summary's message, where the report went) is right. Then:
 - every run writes only inside the demo directory (the rest of the file system is read-only to it), the
   README's day-2 steps on the demo (playbooks/health.yml, playbooks/report.yml) included, each simulated
   host's metrics in its own sandbox root;
-- the test cloud is restarted with its compute services taking [pci] and [filter_scheduler] from the
-  nova.conf kolla-ansible rendered for the seed V100 host's nova-compute, with a fake driver reporting the
-  PCI devices at the addresses that host's facts show: servers of a flavor the cloud phase declared land on
-  the devices the plan selected (never on their group-mates held on vfio-pci), and the next one beyond
-  them is refused by the scheduler.
+- a cloud configured as an earlier version did (Nova's PCI pools only) moves to PCI in Placement by re-running
+  playbooks/nova.yml and playbooks/deploy.yml (kolla-ansible genconfig for the seed V100 host and the controller):
+  the test cloud is restarted each time with its compute services taking Nova's PCI settings from the files
+  kolla-ansible rendered (the seed host's nova-compute, the controller's nova-scheduler) and nothing else, the
+  running services' settings compared with those files key by key through Nova's own config objects, a fake
+  driver reporting the PCI devices at the addresses that host's facts show; in each mode servers of a flavor the
+  cloud phase declared land on the devices the plan selected (never on their group-mates held on vfio-pci), the
+  next one beyond them is refused, and a GPU server started in pool mode keeps its device throughout.
 
 About 5 minutes of CPU on 2 cores (bench/README.md, "Test command, stage by stage").
 """
@@ -37,7 +40,7 @@ import time
 
 import pytest
 
-from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, TestCloudHandle, recap, wait_status
+from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, TestCloudHandle, openstack_python, recap, wait_status
 
 # What a sandbox host's files say, as the molecule scenarios' tests read them.
 sys.path.insert(0, os.path.join(ROOT, "molecule", "shared"))
@@ -372,51 +375,167 @@ def fake_gpus_from_facts(facts):
             for d in facts["devices"]]
 
 
-def test_scheduler_places_gpus_where_the_rendered_configuration_says(demo):
-    seed = demo.plans()["seed-v100"]
-    plan = seed["plan"]
-    selected = {d["address"] for d in plan["selected"]}
-    held_back = {e["address"] for e in plan["excluded"] if "bound to vfio-pci so the group stays viable" in e["reason"]}
-    assert len(selected) == 4 and held_back == {"0000:28:00.0", "0000:c4:00.0"}
-    rendered = demo.dir / "kolla" / "node" / "seed-v100" / "nova-compute" / "nova.conf"
-    gpus = demo.dir / "seed-v100-pci.json"
-    gpus.write_text(json.dumps(fake_gpus_from_facts(seed["facts"])))
-    out = demo.cloud.script("start", "--lifetime", "2400", "--with-compute", "--nova-pci-from", str(rendered),
-                            "--fake-gpus", str(gpus), "--compute-host", "seed-v100")
-    assert f"PCI configuration {rendered}" in out, out
-    # What nova-compute runs with is the rendered device_spec and alias, nothing of the test cloud's own.
-    nova_compute_conf = (demo.dir / "cloud" / "etc" / "nova" / "nova-compute.conf").read_text()
-    for address in selected:
-        assert f'"address": "{address}"' in nova_compute_conf
-    for address in held_back:
-        assert address not in nova_compute_conf
-    assert "rtx-2080ti" not in (demo.dir / "cloud" / "etc" / "nova" / "nova.conf").read_text()
+NOVA_PCI_SETTINGS = os.path.join(ROOT, "tests", "helpers", "nova_pci_settings.py")
 
+
+def nova_pci_settings(*files):
+    """Every [pci] and [filter_scheduler] option as Nova's own configuration objects read them from FILES."""
+    out = subprocess.run([openstack_python(), NOVA_PCI_SETTINGS, *map(str, files)], capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    return json.loads(out)
+
+
+class NovaPlacementMove:
+    """The seed V100 host's Nova configuration rendered by playbooks/nova.yml and kolla-ansible genconfig
+    (playbooks/deploy.yml, the seed host and the controller) in a kolla directory of its own, and the compute test
+    cloud started from exactly those files. The cloud has one GPU compute, the seed host: nova_pci_config_hosts says
+    so (the other demo hosts' devices would never reach its Placement)."""
+
+    def __init__(self, demo, name):
+        self.demo = demo
+        self.kolla = demo.dir / name
+        self.compute_conf = self.kolla / "node" / "seed-v100" / "nova-compute" / "nova.conf"
+        self.scheduler_conf = self.kolla / "node" / "demo-controller" / "nova-scheduler" / "nova.conf"
+        self.gpus = demo.dir / "seed-v100-pci.json"
+        self.gpus.write_text(json.dumps(fake_gpus_from_facts(demo.plans()["seed-v100"]["facts"])))
+
+    def render(self, label, **extra):
+        """playbooks/nova.yml then playbooks/deploy.yml (genconfig) into this kolla directory; nova.yml's output."""
+        extra_file = self.demo.dir.parent / f"{label}.json"
+        extra_file.write_text(json.dumps(dict(self.vars(), **extra)))
+        rc, nova_out = self.demo.site(f"{label}-nova", "-e", "@" + str(extra_file), playbook="playbooks/nova.yml")
+        assert rc == 0, nova_out[-6000:]
+        rc, out = self.demo.site(f"{label}-deploy", "-e", "@" + str(extra_file), playbook="playbooks/deploy.yml")
+        assert rc == 0, out[-6000:]
+        return " ".join(nova_out.split())
+
+    def vars(self):
+        return {"ogc_kolla_demo_dir": str(self.kolla), "nova_pci_config_hosts": ["seed-v100"],
+                "kolla_deploy_extra_args": ["--limit", "seed-v100,demo-controller"]}
+
+    def start_cloud(self):
+        out = self.demo.cloud.script("start", "--lifetime", "2400", "--with-compute",
+                                     "--nova-pci-from", str(self.compute_conf),
+                                     "--nova-scheduler-from", str(self.scheduler_conf),
+                                     "--fake-gpus", str(self.gpus), "--compute-host", "seed-v100")
+        assert f"PCI configuration {self.compute_conf}, scheduler {self.scheduler_conf}" in out, out
+
+    def assert_services_run_the_rendered_settings(self):
+        """Key by key, every [pci] and [filter_scheduler] option the test cloud's services run with (Nova's config
+        objects over their files) is what kolla-ansible rendered for the seed host's nova-compute and the
+        controller's nova-scheduler."""
+        etc = self.demo.dir / "cloud" / "etc" / "nova"
+        running_compute = nova_pci_settings(etc / "nova.conf", etc / "nova-compute.conf")
+        rendered_compute = nova_pci_settings(self.compute_conf)
+        assert {k: v for k, v in running_compute.items() if k.startswith("pci.")} == \
+            {k: v for k, v in rendered_compute.items() if k.startswith("pci.")}
+        assert nova_pci_settings(etc / "nova.conf") == nova_pci_settings(self.scheduler_conf)
+        return rendered_compute, nova_pci_settings(self.scheduler_conf)
+
+
+def pci_devices_in_use(demo):
+    """{server id: PCI address} from the cell database's pci_devices (Nova's own record, whichever path scheduled)."""
+    conf = demo.dir / "cloud" / "etc" / "mariadb" / "my.cnf"
+    out = subprocess.run(["mariadb", f"--defaults-file={conf}", "-N", "-B", "-e",
+                          "SELECT instance_uuid, address FROM nova.pci_devices WHERE deleted = 0 AND "
+                          "instance_uuid IS NOT NULL AND status = 'allocated'"],
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    return dict(line.split("\t") for line in out.splitlines())
+
+
+def placement_devices(conn, server_id):
+    """The addresses of the device providers Placement allocated to the server."""
+    allocations = conn.placement.get(f"/allocations/{server_id}", microversion="1.12").json()["allocations"]
+    names = [conn.placement.get_resource_provider(rp).name for rp, alloc in allocations.items()
+             if any(rc.startswith("CUSTOM_GPU_") for rc in alloc["resources"])]
+    return sorted(n.split("_", 1)[1].lower() for n in names)  # "<hypervisor>_<ADDRESS>" (placement upper-cases)
+
+
+def boot(conn, name, flavor, image):
+    server = conn.compute.create_server(name=name, flavor_id=flavor.id, image_id=image.id, networks="none")
+    return wait_status(conn, server.id, ("ACTIVE", "ERROR"), timeout=240)
+
+
+def test_a_pool_cloud_moves_to_placement_with_a_gpu_server_running(demo):
+    """A cloud an earlier version configured (Nova's PCI pools only) with a GPU server on it is moved to PCI in
+    Placement by re-running the phases: the computes first, then the scheduler once Placement has the devices.
+    In each mode the services run exactly the rendered settings, the declared flavor lands on the devices the plan
+    selected (never on their group-mates held on vfio-pci) and the one beyond them is refused; the first server
+    keeps its device and its host throughout, its allocation healed into Placement."""
+    seed = demo.plans()["seed-v100"]["plan"]
+    selected = {d["address"] for d in seed["selected"]}
+    held_back = {e["address"] for e in seed["excluded"] if "bound to vfio-pci so the group stays viable" in e["reason"]}
+    assert len(selected) == 4 and held_back == {"0000:28:00.0", "0000:c4:00.0"}
+    move = NovaPlacementMove(demo, "kolla-move")
+
+    # 1. Pools only, as an earlier version rendered it.
+    move.render("pool", nova_pci_config_placement=False)
+    move.start_cloud()
+    compute, scheduler = move.assert_services_run_the_rendered_settings()
+    assert compute["pci.report_in_placement"] is False and scheduler["filter_scheduler.pci_in_placement"] is False
+    assert len(compute["pci.device_spec"]) == 4 and "PciPassthroughFilter" in scheduler["filter_scheduler.enabled_filters"]
     conn = demo.cloud.connect()
     flavor = conn.compute.find_flavor("gpu_tiny", ignore_missing=False)  # declared by the cloud phase
     assert flavor.extra_specs["pci_passthrough:alias"] == "tesla-v100:1"
     image = conn.image.find_image("it-tiny") or conn.image.create_image(
         name="it-tiny", disk_format="raw", container_format="bare", data=b"\0" * 65536, visibility="public")
-    # Placement knows exactly the planned devices (named "<hypervisor>_<ADDRESS>"), not their group-mates.
-    providers = {p.name.split("_", 1)[1].lower() for p in conn.placement.resource_providers()
-                 if p.name.startswith("seed-v100_")}
-    assert providers == selected, providers
-    placed = {}
-    for number in range(1, len(selected) + 1):
-        server = conn.compute.create_server(name=f"gpu-{number}", flavor_id=flavor.id, image_id=image.id,
-                                            networks="none")
-        server = wait_status(conn, server.id, ("ACTIVE", "ERROR"), timeout=240)
-        assert server.status == "ACTIVE", server.fault
-        assert server.compute_host == "seed-v100"
-        allocations = conn.placement.get(f"/allocations/{server.id}", microversion="1.12").json()["allocations"]
-        devices = [conn.placement.get_resource_provider(rp).name for rp, alloc in allocations.items()
-                   if any(rc.startswith("CUSTOM_PCI_") for rc in alloc["resources"])]
-        assert len(devices) == 1, allocations
-        placed[server.name] = devices[0].split("_", 1)[1].lower()  # "<hypervisor>_<ADDRESS>" (placement upper-cases)
-    assert set(placed.values()) == selected, placed
-    assert not set(placed.values()) & held_back
+    pool_servers = [boot(conn, f"pool-{n}", flavor, image) for n in range(1, 5)]
+    assert all(s.status == "ACTIVE" and s.compute_host == "seed-v100" for s in pool_servers), \
+        [(s.name, s.status, s.fault) for s in pool_servers]
+    in_use = pci_devices_in_use(demo)
+    assert set(in_use.values()) == selected and not set(in_use.values()) & held_back, in_use
+    beyond = boot(conn, "pool-beyond", flavor, image)
+    assert beyond.status == "ERROR" and "No valid host was found" in beyond.fault["message"], beyond.fault
+    # The first server stays throughout; the others give their GPU back.
+    first = pool_servers[0]
+    first_device = in_use[first.id]
+    for server in pool_servers[1:] + [beyond]:
+        conn.compute.delete_server(server.id)
+    for server in pool_servers[1:] + [beyond]:
+        conn.compute.wait_for_delete(server, wait=120)
 
-    beyond = conn.compute.create_server(name="gpu-beyond", flavor_id=flavor.id, image_id=image.id, networks="none")
-    beyond = wait_status(conn, beyond.id, ("ACTIVE", "ERROR"), timeout=240)
-    assert beyond.status == "ERROR"
-    assert "No valid host was found" in beyond.fault["message"], beyond.fault
+    # 2. This version, first run: the computes report to Placement; the scheduler waits for the devices there.
+    out = move.render("report")
+    assert "the scheduler keeps Nova's PCI pools until Placement has every GPU host's devices, and it lacks " \
+           "seed-v100: 0000:27:00.0 (no provider seed-v100_0000:27:00.0)" in out, out[-4000:]
+    move.start_cloud()
+    compute, scheduler = move.assert_services_run_the_rendered_settings()
+    assert compute["pci.report_in_placement"] is True and scheduler["filter_scheduler.pci_in_placement"] is False
+    providers = {p.name.split("_", 1)[1].lower(): p for p in conn.placement.resource_providers()
+                 if p.name.startswith("seed-v100_")}
+    assert set(providers) == selected, providers
+    for address, provider in providers.items():
+        inventory = {i.resource_class: i.total for i in conn.placement.resource_provider_inventories(provider)}
+        assert inventory == {"CUSTOM_GPU_TESLA_V100": 1}, (address, inventory)
+        traits = set(conn.placement.get(f"/resource_providers/{provider.id}/traits", microversion="1.6")
+                     .json()["traits"])
+        assert {"CUSTOM_GPU_10DE_1DB4", "COMPUTE_MANAGED_PCI_DEVICE"} <= traits, traits
+    first = conn.compute.get_server(first.id)
+    assert first.status == "ACTIVE" and first.compute_host == "seed-v100"
+    assert pci_devices_in_use(demo) == {first.id: first_device}
+    assert placement_devices(conn, first.id) == [first_device]  # its allocation healed into Placement
+
+    # 3. The next run finds every device in Placement: the scheduler allocates there from now on.
+    out = move.render("schedule")
+    assert "the scheduler keeps Nova's PCI pools" not in out, out[-4000:]
+    move.start_cloud()
+    compute, scheduler = move.assert_services_run_the_rendered_settings()
+    assert scheduler["filter_scheduler.pci_in_placement"] is True and compute["pci.report_in_placement"] is True
+    first = conn.compute.get_server(first.id)
+    assert first.status == "ACTIVE" and first.compute_host == "seed-v100"
+    assert placement_devices(conn, first.id) == [first_device]
+    placed = {first.id: first_device}
+    for n in range(2, 5):
+        server = boot(conn, f"placement-{n}", flavor, image)
+        assert server.status == "ACTIVE" and server.compute_host == "seed-v100", server.fault
+        (placed[server.id],) = placement_devices(conn, server.id)
+    assert set(placed.values()) == selected and pci_devices_in_use(demo) == placed, placed
+    beyond = boot(conn, "placement-beyond", flavor, image)
+    assert beyond.status == "ERROR" and "No valid host was found" in beyond.fault["message"], beyond.fault
+
+    # 4. Nothing left to switch: a further run changes nothing, and turning Placement off is refused.
+    rc, out = demo.site("move-again", "-e", json.dumps(move.vars()), playbook="playbooks/nova.yml")
+    assert rc == 0 and recap(out)["localhost"]["changed"] == 0, out[-4000:]
+    rc, out = demo.site("move-off", "-e", json.dumps(dict(move.vars(), nova_pci_config_placement=False)),
+                        playbook="playbooks/nova.yml")
+    assert rc != 0 and "cannot be disabled any more" in " ".join(out.split()), out[-4000:]

@@ -179,7 +179,8 @@ def test_check_clean_operator_files_and_our_block_ignored():
                      "[filter_scheduler]\nenabled_filters = ComputeFilter\n" + END + "\n",
         "nova/seed-v100/nova.conf": BEGIN + "\n[pci]\ndevice_spec = {\"address\": \"x\"}\n" + END + "\n",
     }
-    assert check(files) == {"conflicts": [], "operator_filters": {}, "report_in_placement": False}
+    assert check(files) == {"conflicts": [], "operator_filters": {}, "report_in_placement": False,
+                            "pci_in_placement": False}
 
 
 def test_check_device_spec_in_host_file_is_conflict():
@@ -261,7 +262,8 @@ def test_check_bad_input(args, needle):
 def test_filter_module_exports():
     names = nova_pci.FilterModule().filters()
     assert set(names) == {"nova_pci_aliases", "nova_pci_device_spec", "nova_pci_enabled_filters",
-                          "nova_pci_available_filters", "nova_pci_override_check"}
+                          "nova_pci_available_filters", "nova_pci_override_check", "nova_pci_release_features",
+                          "nova_pci_fleet_specs", "nova_pci_placement_missing", "nova_pci_hypervisor_names"}
 
 
 # --- section names and keys as oslo.config reads them ----------------------------------------------
@@ -291,3 +293,63 @@ def test_oslo_group_names_match_oslo_config_itself():
     out = subprocess.run([openstack_python(), "-c", code, json.dumps(names)], capture_output=True,
                          text=True, check=True, timeout=60).stdout
     assert json.loads(out) == [nova_pci.oslo_group_name(n) for n in names]
+
+
+# --- PCI in Placement ------------------------------------------------------------------------
+
+
+def test_placement_aliases_and_specs_name_the_model_class_and_traits():
+    aliases = nova_pci.nova_pci_aliases({"seed-v100": V100, "a100-host": A100}, "required", True)
+    assert aliases == [
+        {"name": "a100", "vendor_id": "10de", "product_id": "20b5", "device_type": "type-PF",
+         "numa_policy": "required", "resource_class": "CUSTOM_GPU_A100"},
+        {"name": "tesla-v100", "vendor_id": "10de", "product_id": "1db4", "device_type": "type-PCI",
+         "numa_policy": "required", "resource_class": "CUSTOM_GPU_TESLA_V100"}]
+    specs = nova_pci.nova_pci_device_spec(V100, "seed-v100", True, True)
+    assert specs[0] == {"address": "0000:27:00.0", "vendor_id": "10de", "product_id": "1db4",
+                        "resource_class": "CUSTOM_GPU_TESLA_V100", "traits": "CUSTOM_GPU_10DE_1DB4,CUSTOM_NUMA_NODE_0",
+                        "one_time_use": "true"}
+    assert nova_pci.nova_pci_fleet_specs({"seed-v100": V100}, True) == {
+        "seed-v100": nova_pci.nova_pci_device_spec(V100, "seed-v100", True)}
+
+
+def test_two_aliases_with_one_resource_class_are_refused():
+    twin = plan("b", [dev("0000:01:00.0", "20b5", alias="tesla_v100")], [alias("tesla_v100", "20b5")])
+    with pytest.raises(AnsibleFilterError, match="aliases tesla-v100 and tesla_v100 both give the resource class "
+                                                 "CUSTOM_GPU_TESLA_V100"):
+        nova_pci.nova_pci_aliases({"seed-v100": V100, "b": twin}, None, True)
+    # Without Placement the two names do not meet.
+    assert len(nova_pci.nova_pci_aliases({"seed-v100": V100, "b": twin})) == 2
+
+
+def test_bad_numa_policy_names_the_variable():
+    with pytest.raises(AnsibleFilterError, match="fix nova_pci_config_numa_policy"):
+        nova_pci.nova_pci_aliases({"seed-v100": V100}, "strict")
+
+
+def test_release_features_filter_reports_the_error_instead_of_raising():
+    assert nova_pci.nova_pci_release_features("2026.1") == dict(report=True, schedule=True, one_time_use=True,
+                                                                 error="")
+    assert "not a release this project knows" in nova_pci.nova_pci_release_features("v26")["error"]
+
+
+def test_hypervisor_names():
+    hostvars = {"a": {"nova_hypervisor_hostname": "a.example"}, "b": {"health_nova_host": "b.hv"}, "c": {}}
+    assert nova_pci.nova_pci_hypervisor_names(["a", "b", "c", "d"], hostvars, {"c": "c.override"}) == {
+        "a": "a.example", "b": "b.hv", "c": "c.override", "d": "d"}
+    with pytest.raises(AnsibleFilterError, match="fix nova_hypervisor_hostname"):
+        nova_pci.nova_pci_hypervisor_names(["a"], {"a": {"nova_hypervisor_hostname": 5}})
+
+
+@pytest.mark.parametrize("path, section, key", [
+    ("nova.conf", "pci", "report_in_placement"), ("nova/nova-scheduler.conf", "filter_scheduler", "pci_in_placement"),
+    ("nova/seed-v100/nova.conf", "pci", "report_in_placement")])
+def test_operator_placement_switches_are_conflicts(path, section, key):
+    (msg,) = check({path: f"[{section}]\n{key} = true\n"})["conflicts"]
+    assert f"{path} line 2 sets [{section}] {key} = true" in msg and "nova_pci_config_placement" in msg
+
+
+def test_check_reads_both_switches_from_our_block():
+    files = {"nova.conf": f"{BEGIN}\n[pci]\nreport_in_placement = true\n[filter_scheduler]\npci_in_placement = true\n{END}\n"}
+    got = check(files)
+    assert got["report_in_placement"] is True and got["pci_in_placement"] is True and got["conflicts"] == []

@@ -26,6 +26,7 @@ def observe(path, devices, flavors):
     out = {"filters": {"enabled": list(CONF.filter_scheduler.enabled_filters),
                        "available": list(CONF.filter_scheduler.available_filters)},
            "report_in_placement": CONF.pci.report_in_placement,
+           "pci_in_placement": CONF.filter_scheduler.pci_in_placement,
            "cpu_allocation_ratio": CONF.cpu_allocation_ratio}
     try:
         aliases = pci_request.get_alias_from_config()

@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from nova_helpers import ROOT, run_playbook
+from ogc_testlib import module_util
 
 pytestmark = pytest.mark.integration
 
@@ -103,6 +104,14 @@ def planned_aliases(plans):
     return out
 
 
+PCI_PLACEMENT = module_util("pci_placement")
+
+
+def resource_class(alias_name):
+    """The resource class nova_pci_config names a model's devices with (module_utils/pci_placement.py)."""
+    return PCI_PLACEMENT.resource_class(alias_name)
+
+
 def test_fixtures_give_distinct_layouts(rendered):
     """Guard the test's own premise: several layouts, two models on one host, one host with none."""
     plans = rendered["plans"]
@@ -131,7 +140,8 @@ def test_aliases_parse_with_the_planned_device_types(rendered, service):
     for name, alias in expected.items():
         (spec,) = nova["aliases"][name]["specs"]
         assert spec == {"vendor_id": alias["vendor_id"], "product_id": alias["product_id"],
-                        "dev_type": alias["device_type"]}
+                        "dev_type": alias["device_type"], "resource_class": resource_class(name)}
+        assert nova["aliases"][name]["numa_policy"] == "preferred"  # nova_pci_config_numa_policy's default
 
 
 @pytest.mark.parametrize("service", ["nova-api", "a100-t4"])
@@ -141,7 +151,7 @@ def test_flavor_alias_gives_a_valid_pci_request(rendered, service):
         (req,) = requests[name]
         assert req["count"] == 1 and req["alias_name"] == name
         assert req["spec"] == [{"vendor_id": alias["vendor_id"], "product_id": alias["product_id"],
-                                "dev_type": alias["device_type"]}]
+                                "dev_type": alias["device_type"], "resource_class": resource_class(name)}]
     assert "no-such-gpu" in requests["no-such-gpu"]["error"]  # Nova's parser does reject
 
 
@@ -151,8 +161,11 @@ def test_scheduler_has_pci_passthrough_filter(rendered):
     assert filters["available"] == ["nova.scheduler.filters.all_filters"]
 
 
-def test_operator_override_merged_and_report_in_placement_default(rendered):
+def test_operator_override_merged_and_placement_on_the_compute_side(rendered):
+    """The computes report to Placement by default; the scheduler waits for Placement to have the devices (no cloud
+    here to ask), so nova_pci_config wrote no pci_in_placement."""
     for service in ("seed-v100", "nova-api", "nova-scheduler"):
         assert rendered["nova"][service]["cpu_allocation_ratio"] == 3.0
-        assert rendered["nova"][service]["report_in_placement"] is False
+        assert rendered["nova"][service]["report_in_placement"] is True
+        assert rendered["nova"][service]["pci_in_placement"] is False
     assert (rendered["config"] / "nova.conf").read_text().startswith("[DEFAULT]\ncpu_allocation_ratio = 3.0\n")

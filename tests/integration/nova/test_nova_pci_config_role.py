@@ -1,5 +1,7 @@
 """Role nova_pci_config through playbooks/nova.yml: write, idempotence, check mode, diff,
-operator overrides kept, conflicts and the report_in_placement guard refused with clear errors."""
+operator overrides kept, conflicts, PCI in Placement (on by default, pool-only for a release without it, never
+turned off again) and its refusals with clear errors. The scheduler side against a real Placement is proven in
+tests/integration/test_site_end_to_end.py."""
 
 import json
 
@@ -46,10 +48,18 @@ def test_writes_then_idempotent_and_check_mode_writes_nothing(tmp_path, inventor
     assert [json.loads(v)["name"] for v in lines(glob, "alias")] == ["rtx3090", "tesla-v100"]
     assert lines(glob, "enabled_filters")[0].split(",")[-1] == "PciPassthroughFilter"
     assert lines(glob, "available_filters") == ["nova.scheduler.filters.all_filters"]
-    assert lines(glob, "report_in_placement") == []
+    # The computes report to Placement; the scheduler keeps the pools while Placement cannot be asked (no cloud).
+    assert lines(glob, "report_in_placement") == ["true"]
+    assert lines(glob, "pci_in_placement") == []
+    assert "the scheduler keeps Nova's PCI pools until Placement has every GPU host's devices" in out
+    assert [json.loads(v) for v in lines(glob, "alias")][1] == {
+        "name": "tesla-v100", "vendor_id": "10de", "product_id": "1db4", "device_type": "type-PCI",
+        "numa_policy": "preferred", "resource_class": "CUSTOM_GPU_TESLA_V100"}
     assert [json.loads(v) for v in lines(cfg / "nova/gpu1/nova.conf", "device_spec")] == [
-        {"address": "0000:27:00.0", "vendor_id": "10de", "product_id": "1db4"},
-        {"address": "0000:a3:00.0", "vendor_id": "10de", "product_id": "1db4"}]
+        {"address": "0000:27:00.0", "vendor_id": "10de", "product_id": "1db4",
+         "resource_class": "CUSTOM_GPU_TESLA_V100", "traits": "CUSTOM_GPU_10DE_1DB4"},
+        {"address": "0000:a3:00.0", "vendor_id": "10de", "product_id": "1db4",
+         "resource_class": "CUSTOM_GPU_TESLA_V100", "traits": "CUSTOM_GPU_10DE_1DB4"}]
     assert [json.loads(v)["address"] for v in lines(cfg / "nova/gpu2/nova.conf", "device_spec")] == [
         "0000:41:00.0", "0000:61:00.0"]
     assert not (cfg / "nova/gpu3").exists()
@@ -182,13 +192,68 @@ def test_empty_or_corrupt_plan_file_names_the_file_and_the_command(tmp_path, inv
     assert not (tmp_path / "config").exists()
 
 
-def test_report_in_placement_on_then_off_is_refused(tmp_path, inventory):
-    on = config_vars(tmp_path, nova_pci_config_report_in_placement=True)
-    rc, out, _ = run_playbook("nova.yml", inventory, on)
+def test_placement_on_then_off_is_refused(tmp_path, inventory):
+    rc, out, _ = run_playbook("nova.yml", inventory, config_vars(tmp_path))
     assert rc == 0, out
     assert lines(tmp_path / "config/nova.conf", "report_in_placement") == ["true"]
+    before = (tmp_path / "config/nova.conf").read_text()
+    for off in ({"nova_pci_config_placement": False}, {"nova_pci_config_openstack_release": "zed"}):
+        rc, out, _ = run_playbook("nova.yml", inventory, config_vars(tmp_path, **off))
+        assert rc != 0
+        assert "already sets [pci] report_in_placement = true" in out
+        assert "cannot be disabled any more" in out and "Set nova_pci_config_placement: true" in out
+        assert (tmp_path / "config/nova.conf").read_text() == before and "Traceback" not in out
+
+
+def test_a_release_without_placement_scheduling_gets_the_pool_configuration(tmp_path, inventory):
+    rc, out, _ = run_playbook("nova.yml", inventory, config_vars(tmp_path, nova_pci_config_openstack_release="zed"))
+    assert rc == 0, out
+    assert "Nova zed cannot schedule PCI devices in Placement (2023.1 and later can)" in out
+    glob = tmp_path / "config/nova.conf"
+    assert lines(glob, "report_in_placement") == [] and "resource_class" not in glob.read_text()
+    assert [json.loads(v) for v in lines(tmp_path / "config/nova/gpu1/nova.conf", "device_spec")][0] == {
+        "address": "0000:27:00.0", "vendor_id": "10de", "product_id": "1db4"}
+
+
+@pytest.mark.parametrize("bad, needles", [
+    ({"nova_pci_config_report_in_placement": True},
+     ["nova_pci_config_report_in_placement is retired", "Remove nova_pci_config_report_in_placement"]),
+    ({"nova_pci_config_placement": "yes"}, ["nova_pci_config_placement and nova_pci_config_one_time_use booleans",
+                                            "got yes and False"]),
+    ({"nova_pci_config_openstack_release": "2026.7"},
+     ["nova_pci_config_openstack_release (kolla-ansible's openstack_release): openstack_release '2026.7' is not a "
+      "release this project knows", "'<year>.<1|2>'"]),
+    ({"nova_pci_config_numa_policy": "strict"},
+     ["value of nova_pci_config_numa_policy must be one of: legacy, preferred, required, socket, got: strict"]),
+    ({"nova_pci_config_one_time_use": True, "nova_pci_config_openstack_release": "2024.2"},
+     ["Nova 2024.2 has no one-time-use PCI devices (2025.1 and later)", "set nova_pci_config_one_time_use: false"]),
+    ({"nova_pci_config_one_time_use": True, "nova_pci_config_placement": False},
+     ["nova_pci_config_placement is false, and Nova tracks one-time-use devices in Placement only"]),
+])
+def test_bad_placement_settings_are_refused_before_writing(tmp_path, inventory, bad, needles):
+    rc, out, _ = run_playbook("nova.yml", inventory, config_vars(tmp_path, **bad))
+    assert rc != 0
+    for needle in needles:
+        assert needle in out, out
+    assert not (tmp_path / "config").exists() and "Traceback" not in out
+
+
+def test_one_time_use_marks_every_device(tmp_path, inventory):
+    rc, out, _ = run_playbook("nova.yml", inventory, config_vars(tmp_path, nova_pci_config_one_time_use=True))
+    assert rc == 0, out
+    specs = [json.loads(v) for v in lines(tmp_path / "config/nova/gpu1/nova.conf", "device_spec")]
+    assert [s["one_time_use"] for s in specs] == ["true", "true"]
+
+
+def test_operator_placement_switch_is_a_conflict_and_the_advice_works(tmp_path, inventory):
+    cfg = tmp_path / "config"
+    (cfg / "nova").mkdir(parents=True)
+    (cfg / "nova/nova-scheduler.conf").write_text("[filter_scheduler]\npci_in_placement = true\n")
     rc, out, _ = run_playbook("nova.yml", inventory, config_vars(tmp_path))
     assert rc != 0
-    assert "already sets [pci] report_in_placement = true" in out
-    assert "cannot be disabled any more" in out and "Set nova_pci_config_report_in_placement: true" in out
-    assert lines(tmp_path / "config/nova.conf", "report_in_placement") == ["true"]
+    assert "nova/nova-scheduler.conf line 2 sets [filter_scheduler] pci_in_placement = true" in out, out
+    assert "Remove the line and set nova_pci_config_placement" in out
+    assert not (cfg / "nova.conf").exists()
+    (cfg / "nova/nova-scheduler.conf").unlink()  # the advice followed
+    rc, out, _ = run_playbook("nova.yml", inventory, config_vars(tmp_path))
+    assert rc == 0, out
