@@ -151,7 +151,7 @@ def bmc(tmp_path_factory):
     log = open(workdir / "bmc.log", "w", encoding="utf-8")  # pylint: disable=consider-using-with
     proc = subprocess.Popen(  # pylint: disable=consider-using-with
         [SUSHY_PY, str(HELPERS / "redfish_emulator.py"), "--dir", str(workdir), "--port", str(port),
-         "--user", "ogc-admin", "--password", "right-password", "--lifetime", "900"],
+         "--user", "ogc-admin", "--password", "right-password", "--lifetime", "2400"],
         stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 60
     while time.time() < deadline:

@@ -94,7 +94,14 @@ def used_devices(compute_cloud):
     devices = {p["name"].split("_", 1)[1].lower(): p["uuid"] for p in providers if p["name"].startswith("ogc-gpu-1_")}
     assert sorted(devices) == [RESETTABLE, NO_RESET]
     for address, uuid in devices.items():
-        usages = placement_call(admin, "get", f"/resource_providers/{uuid}/usages")["usages"]
+        # A server another test deleted just before may still hold its device in Placement for a moment (Nova
+        # removes the allocation after the server is gone from the API): a bounded wait.
+        deadline = time.time() + 120
+        while True:
+            usages = placement_call(admin, "get", f"/resource_providers/{uuid}/usages")["usages"]
+            if usages.get(RC, 0) == 0 or time.time() > deadline:
+                break
+            time.sleep(2)
         assert usages.get(RC, 0) == 0, f"{address} is in use: another test left a server on it"
         assert reserved(admin, uuid) == 0
     original = {uuid: traits(admin, uuid) for uuid in devices.values()}
