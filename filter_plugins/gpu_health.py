@@ -41,6 +41,7 @@ runpy.run_path(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__fi
                             "module_utils_route.py"))
 
 from ansible.module_utils import passthrough_verify  # noqa: E402  pylint: disable=wrong-import-position
+from ansible.module_utils.pci_reset import RETURN_COMMAND  # noqa: E402  pylint: disable=wrong-import-position
 
 try:
     from ansible.errors import AnsibleFilterError
@@ -104,9 +105,6 @@ def gpu_health(facts, plan, expected=None, host=None, reference="plan file"):
                                "GPU that is already gone; write one with playbooks/plan.yml while the host is healthy")
     report["ok"] = not report["alerts"]
     return report
-
-
-RETURN_COMMAND = "openstack resource provider inventory set {uuid} --amend --resource {rc}:reserved=0"
 
 
 def _device_findings(report, name, devices, planned, offered):
