@@ -66,9 +66,12 @@ lane=$!
 # Two workers (pytest-xdist): a test cloud's start, a simulated reboot or a server's boot waits on I/O while the
 # other worker computes. tests/conftest.py keeps each file's tests (and the tests sharing a test cloud) on one
 # worker and hands out the slowest groups first; --durations lists the slowest tests (bench/README.md).
+# pytest's output is kept (outside the checkout) so that its summary of failures is printed again at the very end,
+# after the lane's long output.
+pytest_log="$(mktemp "${TMPDIR:-/tmp}/open-gpu-cloud-pytest.XXXXXX")"
 set +e
-python -m pytest -n 2 --dist loadgroup --no-loadscope-reorder --durations=30
-rc=$?
+python -m pytest -n 2 --dist loadgroup --no-loadscope-reorder --durations=30 -r fE 2>&1 | tee "$pytest_log"
+rc=${PIPESTATUS[0]}
 set -e
 pytest_s=$((SECONDS - stage_started))
 if [ "$rc" -eq 5 ]; then
@@ -89,6 +92,11 @@ cat "$lane_log"
 
 echo
 echo "(pytest: ${pytest_s} s; whole command: ${SECONDS} s)"
+if [ "$rc" -ne 0 ]; then
+  echo
+  echo "pytest's summary (the whole output: $pytest_log):"
+  sed -n '/short test summary info/,$p' "$pytest_log" | cut -c1-400
+fi
 if [ "$rc" -ne 0 ] || [ "$lane_rc" -ne 0 ]; then
   echo "Tests failed: pytest rc ${rc}, linters and molecule rc ${lane_rc} (their steps are named above)." >&2
   exit 1
