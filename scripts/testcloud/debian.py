@@ -13,13 +13,14 @@ class PackageError(Exception):
     """A package the test cloud needs is missing and cannot be installed: the message says what to install."""
 
 
-def ensure_installed(programs, packages, log):
+def ensure_installed(programs, packages, log, access=os.X_OK):
     """Install PACKAGES (apt-get update, then install --no-install-recommends) when one of PROGRAMS (paths) is
-    missing; needs root and apt-get. The command lines and their output go to LOG."""
-    if all(os.access(path, os.X_OK) for path in programs):
+    missing; needs root and apt-get. The command lines and their output go to LOG. ACCESS is what each path must
+    allow: executing (programs), or reading (os.R_OK, data files)."""
+    if all(os.access(path, access) for path in programs):
         return
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise PackageError(f"{', '.join(p for p in programs if not os.access(p, os.X_OK))} missing and cannot be "
+        raise PackageError(f"{', '.join(p for p in programs if not os.access(p, access))} missing and cannot be "
                            f"installed here (needs root and apt-get): install the Debian packages "
                            f"{' '.join(packages)} (scripts/setup-system.sh does), then start again")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
@@ -32,6 +33,6 @@ def ensure_installed(programs, packages, log):
             proc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, env=env, check=False)
             if proc.returncode:
                 raise PackageError(f"`{' '.join(argv)}` exited {proc.returncode}; see {log}")
-    missing = [path for path in programs if not os.access(path, os.X_OK)]
+    missing = [path for path in programs if not os.access(path, access)]
     if missing:
         raise PackageError(f"{' '.join(packages)} installed, but {', '.join(missing)} missing")
