@@ -70,7 +70,7 @@ lane=$!
 # after the lane's long output.
 pytest_log="$(mktemp "${TMPDIR:-/tmp}/open-gpu-cloud-pytest.XXXXXX")"
 set +e
-python -m pytest -n 2 --dist loadgroup --no-loadscope-reorder --durations=30 -r fE 2>&1 | tee "$pytest_log"
+python -m pytest -n 2 --dist loadgroup --no-loadscope-reorder --durations=30 2>&1 | tee "$pytest_log"
 rc=${PIPESTATUS[0]}
 set -e
 pytest_s=$((SECONDS - stage_started))
