@@ -73,7 +73,7 @@ options:
     description: The boot-config command, as the diagnosis names it.
     type: str
     default: the boot-config tool
-extends_documentation_fragment: [ogc_attributes.check_only]
+extends_documentation_fragment: [open_gpu_cloud.toolkit.attributes.check_only]
 notes:
   - Read-only; runs the same in check mode.
 author:

@@ -100,7 +100,7 @@ options:
 notes:
   - Check mode computes the edit with the same function as a real run and writes nothing.
   - With C(--diff) every file that changes is shown whole, before and after.
-extends_documentation_fragment: [ogc_host_state, ogc_attributes.check_and_diff]
+extends_documentation_fragment: [ogc_host_state, open_gpu_cloud.toolkit.attributes.check_and_diff]
 author:
   - open-gpu-cloud contributors
 """

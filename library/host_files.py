@@ -82,7 +82,7 @@ notes:
   - Check mode plans with the same function as a real run and writes nothing.
   - With C(--diff) each changed file is shown whole, before and after; created directories, links, removals
     and mode changes as the C(file) module shows them.
-extends_documentation_fragment: [ogc_host_state, ogc_attributes.check_and_diff]
+extends_documentation_fragment: [ogc_host_state, open_gpu_cloud.toolkit.attributes.check_and_diff]
 author:
   - open-gpu-cloud contributors
 """

@@ -56,7 +56,7 @@ options:
     description: The role's state file as on the host, checked to be no directory or symbolic link.
     type: str
     default: /var/lib/open-gpu-cloud/passthrough_host.json
-extends_documentation_fragment: [ogc_attributes.check_only]
+extends_documentation_fragment: [open_gpu_cloud.toolkit.attributes.check_only]
 attributes:
   action:
     support: full

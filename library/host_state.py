@@ -77,7 +77,7 @@ options:
     description: Directory the host's files are under; C(/) on a real host.
     type: str
     default: /
-extends_documentation_fragment: [ogc_attributes.check_and_diff]
+extends_documentation_fragment: [open_gpu_cloud.toolkit.attributes.check_and_diff]
 notes:
   - Check mode computes the new state and writes nothing.
 author:

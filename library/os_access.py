@@ -21,7 +21,7 @@ description:
   - Role assignments of a disabled user are kept (disabling is enough to stop access).
 version_added: "0.1.0"
 author: open-gpu-cloud contributors
-extends_documentation_fragment: [ogc_openstack, ogc_attributes.check_and_diff]
+extends_documentation_fragment: [ogc_openstack, open_gpu_cloud.toolkit.attributes.check_and_diff]
 options:
   allow_list:
     description:

@@ -24,7 +24,7 @@ description:
     flavors and quotas sections, so a check run on an empty cloud shows the whole plan.
 version_added: "0.2.0"
 author: open-gpu-cloud contributors
-extends_documentation_fragment: [ogc_openstack, ogc_attributes.check_and_diff]
+extends_documentation_fragment: [ogc_openstack, open_gpu_cloud.toolkit.attributes.check_and_diff]
 options:
   access:
     description:

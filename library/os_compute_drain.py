@@ -33,7 +33,7 @@ description:
     and those a real run would shelve (C(would_shelve)).
 version_added: "0.1.0"
 author: open-gpu-cloud contributors
-extends_documentation_fragment: [ogc_openstack, ogc_attributes.check_only]
+extends_documentation_fragment: [ogc_openstack, open_gpu_cloud.toolkit.attributes.check_only]
 options:
   binary:
     description: The service to disable.

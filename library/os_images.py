@@ -24,7 +24,7 @@ description:
     hash them, downloads nothing).
 version_added: "0.1.0"
 author: open-gpu-cloud contributors
-extends_documentation_fragment: [ogc_openstack, ogc_attributes.check_and_diff]
+extends_documentation_fragment: [ogc_openstack, open_gpu_cloud.toolkit.attributes.check_and_diff]
 options:
   images:
     description: Images to converge.

@@ -28,7 +28,7 @@ description:
     after use, with no allocation left, until an operator sets C(reserved) back to 0), C(in_use) and C(free).
 version_added: "0.1.0"
 author: open-gpu-cloud contributors
-extends_documentation_fragment: [ogc_openstack, ogc_attributes.check_only]
+extends_documentation_fragment: [ogc_openstack, open_gpu_cloud.toolkit.attributes.check_only]
 options:
   resource_classes:
     description:

@@ -23,7 +23,7 @@ description:
   - It does not reset the device; playbooks/return_gpus.yml resets each on its host first (M(pci_device_reset)).
 version_added: "0.1.0"
 author: open-gpu-cloud contributors
-extends_documentation_fragment: [ogc_openstack, ogc_attributes.check_and_diff]
+extends_documentation_fragment: [ogc_openstack, open_gpu_cloud.toolkit.attributes.check_and_diff]
 attributes:
   check_mode:
     description: Reads and judges as a real run does and writes nothing; the result lists the devices it would return.

@@ -24,7 +24,7 @@ description:
   - Check mode and diff mode use the same difference function as a real run.
 version_added: "0.1.0"
 author: open-gpu-cloud contributors
-extends_documentation_fragment: [ogc_openstack, ogc_quotas, ogc_attributes.check_and_diff]
+extends_documentation_fragment: [ogc_openstack, ogc_quotas, open_gpu_cloud.toolkit.attributes.check_and_diff]
 notes:
   - Needs admin rights.
 """

@@ -34,7 +34,7 @@ description:
     C(acted) with what it did (and C(would_act) with the same servers).
 version_added: "0.1.0"
 author: open-gpu-cloud contributors
-extends_documentation_fragment: [ogc_openstack, ogc_attributes.check_only]
+extends_documentation_fragment: [ogc_openstack, open_gpu_cloud.toolkit.attributes.check_only]
 options:
   default_action:
     description: Action for policy items without their own I(action), and for the default.

@@ -27,7 +27,7 @@ description:
     tree, or I(plan) is not a plan.
 version_added: "0.1.0"
 author: open-gpu-cloud contributors
-extends_documentation_fragment: [ogc_attributes.check_only]
+extends_documentation_fragment: [open_gpu_cloud.toolkit.attributes.check_only]
 attributes:
   check_mode:
     description: Reads and decides as a real run does (C(outcome=would_reset)) and writes nothing.

@@ -59,7 +59,7 @@ options:
       - Where sysfs is mounted, or the C(sys) directory of a captured or simulated host.
     type: path
     default: /sys
-extends_documentation_fragment: [ogc_attributes.check_only]
+extends_documentation_fragment: [open_gpu_cloud.toolkit.attributes.check_only]
 attributes:
   check_mode:
     description: Read-only; behaves the same in check mode.
@@ -142,7 +142,7 @@ ansible_facts:
               take it."
             - "C(bars): the memory BARs in use from the C(resource) file (lines 0-5; I/O port BARs, the expansion ROM
               and VF BARs left out), each C(index), C(size) in bytes, C(is_64bit) and C(prefetchable)
-              (C(module_utils/pci_bars.py)); null when the tree has no C(resource) file for the device."
+              (the collection's C(plugins/module_utils/pci/bars.py)); null when the tree has no C(resource) file for the device."
             - "C(reset_methods): what C(reset_method) lists (e.g. C([flr, bus])), C([unknown]) when only C(reset)
               exists (a kernel before 5.15: some reset works), C([]) when neither exists (the kernel has no usable
               reset for the device); null when C(resource) is missing too (a capture that did not copy them).
@@ -188,7 +188,8 @@ import re
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils import pci_address, pci_bars, pci_ids, redact
+from ansible.module_utils import pci_address, pci_ids, redact
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import bars as pci_bars
 from ansible.module_utils.kernel_cmdline import CmdlineError, split as split_cmdline
 
 HEX4 = re.compile(r"^0x([0-9a-fA-F]{4})$")
@@ -387,7 +388,7 @@ def _exists(path: str) -> bool:
 
 
 def read_windows(base: str) -> list | None:
-    """The device's memory BARs from its ``resource`` file (module_utils/pci_bars.py); None without the file."""
+    """The device's memory BARs from its ``resource`` file (the collection's plugins/module_utils/pci/bars.py); None without the file."""
     path = os.path.join(base, "resource")
     text = _read(path)
     if text is None:

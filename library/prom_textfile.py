@@ -45,7 +45,7 @@ options:
     type: list
     elements: str
     default: []
-extends_documentation_fragment: [ogc_attributes.check_and_diff]
+extends_documentation_fragment: [open_gpu_cloud.toolkit.attributes.check_and_diff]
 attributes:
   check_mode:
     description: Computes the change with the same comparison and writes nothing.

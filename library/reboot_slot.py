@@ -87,7 +87,7 @@ options:
     type: list
     elements: str
     default: []
-extends_documentation_fragment: [ogc_attributes.check_only]
+extends_documentation_fragment: [open_gpu_cloud.toolkit.attributes.check_only]
 attributes:
   action:
     support: full

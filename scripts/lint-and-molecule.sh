@@ -40,6 +40,7 @@ trap 'stop_server; exit 1' INT TERM
 
 run "yamllint" yamllint --strict .
 run "ansible-lint (profile production)" ansible-lint --offline
+run "ansible-test sanity and units (the collection)" "$root/scripts/ansible-test.sh"
 run "molecule (every other scenario)" molecule test --all --exclude host_server
 
 server_step="molecule host_server"

@@ -14,6 +14,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "fixtures", "hosts")
+# The directory holding ansible_collections/ (the project's collection, open_gpu_cloud.toolkit): ansible.cfg's
+# collections_path for ansible-playbook, pyproject.toml's pytest pythonpath for the tests.
+COLLECTIONS = os.path.join(ROOT, "collections")
 TESTCLOUD = os.path.join(ROOT, "scripts", "testcloud.sh")
 # The PCI ID database from Debian's pci.ids package (hwdata links its /usr/share/hwdata/pci.ids here).
 PCI_IDS = "/usr/share/misc/pci.ids"

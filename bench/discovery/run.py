@@ -7,7 +7,7 @@ Builds trees of N PCI functions with scripts/mock_sysfs.py, then times
   - the module as Ansible runs it: a fresh Python process reading JSON args, the host's pci.ids found and
     read as by default (median of --repeat);
   - planning the result with the passthrough_plan filter.
-Usage: .venv/bin/python bench/discovery/run.py [--devices 1000 5000 20000] [--repeat 5]
+Usage: PYTHONPATH=collections .venv/bin/python bench/discovery/run.py [--devices 1000 5000 20000] [--repeat 5]
 """
 
 from __future__ import annotations

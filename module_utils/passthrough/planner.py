@@ -21,14 +21,15 @@ policy. Its rules come from how the kernel and Nova behave:
 * ``amd_iommu=on`` is not an option the kernel knows (it logs "AMD-Vi: Unknown option - 'on'"): the
   AMD IOMMU is on when the firmware enables it. It is planned only when policy asks for it.
 * A GPU's 64-bit memory windows (BARs) must fit the guest's 64-bit PCI aperture and address width
-  (``module_utils/pci_bars.py``, ``guest_phys_bits_needed``); a GPU the kernel has no reset for keeps its state
+  (``the collection's plugins/module_utils/pci/bars.py``, ``guest_phys_bits_needed``); a GPU the kernel has no reset for keeps its state
   from one guest to the next. The plan records both for each GPU offered to Nova and says when either needs the
   operator (a note); neither keeps a GPU from Nova.
 """
 
 from __future__ import annotations
 
-from ansible.module_utils import kernel_cmdline, pci_bars
+from ansible.module_utils import kernel_cmdline
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import bars as pci_bars
 from ansible.module_utils.passthrough import rules
 from ansible.module_utils.passthrough.policy import check_policy as _check_policy
 from ansible.module_utils.passthrough.rules import (
@@ -214,7 +215,7 @@ def _device_notes(selected):
                      f"address bits, {sel['ovmf_phys_bits_needed']} under UEFI (OVMF); give its flavors "
                      f"hw:maxphysaddr_mode=emulate and hw:maxphysaddr_bits={sel['ovmf_phys_bits_needed']} (or its "
                      "images hw_maxphysaddr_mode and hw_maxphysaddr_bits), which need Nova's libvirt driver with "
-                     "libvirt 8.7.0 or newer (module_utils/pci_bars.py says why); more bits for more RAM or GPUs per "
+                     "libvirt 8.7.0 or newer (the collection's plugins/module_utils/pci/bars.py says why); more bits for more RAM or GPUs per "
                      "guest")
     return {key: max((s[key] for s in selected if s[key] is not None), default=None)
             for key in ("guest_phys_bits_needed", "ovmf_phys_bits_needed")}, notes
@@ -399,7 +400,7 @@ def passthrough_plan(facts, policy=None, host=None):
         ``bind_by_address``, ``host_devices``, ``aliases``, ``kernel_args``, ``kernel_args_absent``,
         ``blacklist_modules``, ``softdep_drivers``, ``early_modules``, ``reboot_required``, ``pending``,
         ``notes``, ``groups``, ``guest_phys_bits_needed`` and ``ovmf_phys_bits_needed`` (the most guest physical
-        address bits one of the selected GPUs needs, ``module_utils/pci_bars.py``; null without selected GPUs or
+        address bits one of the selected GPUs needs, ``the collection's plugins/module_utils/pci/bars.py``; null without selected GPUs or
         their windows, and for OVMF when its defaults do).
     :raises PlanError: malformed facts or policy, naming the host, the key and the fix.
 

@@ -7,7 +7,7 @@ reason) and ``plan_report`` (those rows as a fixed-width table plus the plan's k
 
 from __future__ import annotations
 
-from ansible.module_utils import pci_bars
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import bars as pci_bars
 from ansible.module_utils.passthrough.rules import class_name, model_name
 
 

@@ -10,7 +10,7 @@ Where: ``${OGC_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/open-gpu-cloud}/gpu-image/
 directory (elements, DIB's work directory ``tmp/``, ``<image>.qcow2`` and DIB's log), the playbook's logs and
 ``state.json`` (every run: when, how long, its CPU, rc, changed, the load average). The key is a hash of every
 input of the build: the elements, the role's build tasks, wrapper and defaults (diskimage-builder's version),
-the image rules (``module_utils/gpu_images.py``, ``filter_plugins/gpu_images.py``), the image as declared with
+the image rules (the collection's ``images/gpu_images.py`` and its ``gpu_images`` filters), the image as declared with
 its pins, and the Debian mirrors. diskimage-builder's venv (``dib-venv/<version>``) and its download cache (``dib-cache/``) sit
 beside it. Nothing is written in the checkout.
 
@@ -52,7 +52,8 @@ ROLE_DEFAULTS = os.path.join(ROOT, "roles", "gpu_images", "defaults", "main.yml"
 # What the image is made of: the elements, how the role runs disk-image-create (its build tasks, wrapper and
 # defaults) and what it passes it (the image rules). The checks before the build, the upload and the docs are not.
 KEY_INPUTS = ("images/elements", "roles/gpu_images/tasks/build.yml", "roles/gpu_images/files",
-              "roles/gpu_images/defaults/main.yml", "module_utils/gpu_images.py", "filter_plugins/gpu_images.py")
+              "roles/gpu_images/defaults/main.yml", "collections/ansible_collections/open_gpu_cloud/toolkit/plugins/module_utils/images/gpu_images.py",
+              "collections/ansible_collections/open_gpu_cloud/toolkit/plugins/filter/gpu_images.py")
 # Documentation does not change the image.
 KEY_IGNORED = re.compile(r"(^|/)(README[^/]*|__pycache__(/.*)?)$")
 PLAYBOOK_TIMEOUT = int(os.environ.get("OGC_GPU_IMAGE_TIMEOUT", "3600"))

@@ -67,6 +67,13 @@ def bundled():
     return found
 
 
+def own_collections():
+    """The project's own collections (collections/ansible_collections/<ns>/<name>): the checkout brings them (ansible.cfg's
+    collections_path), so the image needs none of them."""
+    top = os.path.join(ROOT, "collections", "ansible_collections")
+    return {f"{ns}.{name}" for ns in os.listdir(top) for name in os.listdir(os.path.join(top, ns))}
+
+
 def collections_used(root=ROOT, known=None):
     """{collection: [files]} of the collections the project's content names, ansible.builtin aside.
 
@@ -86,7 +93,7 @@ def collections_used(root=ROOT, known=None):
                 used = {f"{a}.{b}" for a, b in PYTHON_COLLECTION.findall(text)}
             else:
                 used = {f"{a}.{b}" for a, b in FQCN.findall(text)} & known
-            for collection in used - {"ansible.builtin"}:
+            for collection in used - {"ansible.builtin"} - own_collections():
                 found.setdefault(collection, []).append(os.path.relpath(name, root))
     return found
 

@@ -1,4 +1,5 @@
-"""Every module documents itself: ansible-doc reads each one's DOCUMENTATION, EXAMPLES and RETURN."""
+"""Every module documents itself: ansible-doc reads each one's DOCUMENTATION, EXAMPLES and RETURN (library/'s and the
+collection's)."""
 
 import json
 import os
@@ -6,7 +7,12 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MODULES = sorted(name[:-3] for name in os.listdir(os.path.join(ROOT, "library")) if name.endswith(".py"))
+COLLECTION_MODULES = os.path.join(ROOT, "collections", "ansible_collections", "open_gpu_cloud", "toolkit", "plugins",
+                                  "modules")
+# library/'s modules by their short names, the collection's by their full names (open_gpu_cloud.toolkit.<name>).
+MODULES = sorted([name[:-3] for name in os.listdir(os.path.join(ROOT, "library")) if name.endswith(".py")] +
+                 [f"open_gpu_cloud.toolkit.{name[:-3]}" for name in os.listdir(COLLECTION_MODULES)
+                  if name.endswith(".py")])
 
 
 def test_ansible_doc_reads_every_module():

@@ -12,6 +12,9 @@ import ansible.module_utils
 from ogc_testlib import ROOT
 
 ROUTE = os.path.join(ROOT, "plugin_utils", "module_utils_route.py")
+# The collection's plugins: plain ansible_collections imports, no route at all.
+COLLECTION_PLUGINS = sorted(glob.glob(os.path.join(ROOT, "collections", "ansible_collections", "open_gpu_cloud",
+                                                   "toolkit", "plugins", "**", "*.py"), recursive=True))
 PLUGINS = sorted(glob.glob(os.path.join(ROOT, "filter_plugins", "*.py")) +
                  glob.glob(os.path.join(ROOT, "action_plugins", "*.py")))
 # What a plugin would need to reach module_utils/ on its own: a path it extends, or a file it loads as a module.
@@ -52,12 +55,20 @@ def test_every_plugin_importing_module_utils_runs_the_one_route_first():
     users = [p for p in PLUGINS if _imports_ours(_text(p))]
     assert {os.path.basename(p) for p in users} >= {"passthrough_plan.py", "fleet_report.py", "nova_pci.py",
                                                      "gpu_health.py", "passthrough_host_checks.py",
-                                                     "ogc_inputs.py", "gpu_images.py"}
+                                                     "ogc_inputs.py"}
     for path in users:
         text = _text(path)
         route = text.find('"module_utils_route.py"')
         assert route != -1 and "runpy.run_path(" in text, path
         assert route < IMPORTS_OURS.search(text).start(), f"{path} imports module_utils before the route"
+
+
+def test_the_collection_s_plugins_import_plainly_without_a_route():
+    assert len(COLLECTION_PLUGINS) >= 4
+    for path in COLLECTION_PLUGINS:
+        text = _text(path)
+        assert not OWN_ROUTE.search(text) and "module_utils_route" not in text and "runpy" not in text, path
+        assert not _imports_ours(text), f"{path} imports the project's module_utils/: move what it needs with it"
 
 
 def test_no_test_helper_carries_its_own_route_to_module_utils():

@@ -66,7 +66,7 @@ def test_selection_is_deterministic_whatever_the_device_order(planner, host_fact
 
 
 # ---------------------------------------------------------------------------------------------
-# Memory windows and resets of the GPUs offered (module_utils/pci_bars.py).
+# Memory windows and resets of the GPUs offered (the collection's plugins/module_utils/pci/bars.py).
 
 GIB, MIB = 1 << 30, 1 << 20
 

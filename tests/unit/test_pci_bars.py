@@ -1,4 +1,4 @@
-"""module_utils/pci_bars.py: a device's memory windows from the kernel's resource file, and the guest address bits
+"""plugins/module_utils/pci/bars.py of the collection: a device's memory windows from the kernel's resource file, and the guest address bits
 they need; checked on a real kernel's capture (fixtures/captures/h200-vm-windows) and by properties."""
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ogc_testlib import ROOT, module_util
-
-pci_bars = module_util("pci_bars")
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import bars as pci_bars
+from ogc_testlib import ROOT
 
 GIB, MIB = 1 << 30, 1 << 20
 CAPTURE = os.path.join(ROOT, "fixtures", "captures", "h200-vm-windows")

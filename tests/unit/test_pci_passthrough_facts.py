@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from ogc_testlib import MODULE_UTILS_ROUTE, PCI_IDS, ROOT
+from ogc_testlib import COLLECTIONS, MODULE_UTILS_ROUTE, PCI_IDS, ROOT
 
 
 def test_seed_server_facts(host_facts):
@@ -342,7 +342,8 @@ def test_links_inside_the_tree_still_work(copy_of, facts_module):
 
 def run_module(args: dict) -> tuple[int, dict, str]:
     """Run the module the way Ansible does (JSON arguments), return rc, parsed result, stderr."""
-    env = dict(os.environ, PYTHONPATH="")
+    # The collection's module_utils it imports, as AnsiballZ packs them.
+    env = dict(os.environ, PYTHONPATH=COLLECTIONS)
     proc = subprocess.run([sys.executable, "-c", RUNNER, MODULE_UTILS_ROUTE,
                            os.path.join(ROOT, "library", "pci_passthrough_facts.py")],
                           input=json.dumps({"ANSIBLE_MODULE_ARGS": args}), capture_output=True, text=True,

@@ -19,13 +19,13 @@ import sys
 import pytest
 import yaml
 
-from ogc_testlib import ROOT, load_source, module_util
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.images import gpu_images as rules
+from ogc_testlib import ROOT, load_source
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "helpers"))
 import gpu_image  # noqa: E402  pylint: disable=wrong-import-position
 
 pytestmark = pytest.mark.integration
-rules = module_util("gpu_images")
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +140,7 @@ def test_the_driver_is_pinned_and_held(booted):
     assert set(pins) <= set(fact(booted, "apt-holds")["output"].split())
     preferences = fact(booted, "apt-preferences")["output"]
     assert f"Pin: version {image['nvidia_version']}" in preferences and "src:nvidia-graphics-drivers" in preferences
-    # The image's sources are the ones the preflight checked the pin against (module_utils/gpu_images.py).
+    # The image's sources are the ones the preflight checked the pin against (the collection's images/gpu_images.py).
     sources = sorted(line for line in fact(booted, "apt-sources")["output"].splitlines() if line.strip())
     assert sources == sorted(booted_checked_sources()), sources
 

@@ -16,7 +16,8 @@ import sys
 import pytest
 import yaml
 
-from ogc_testlib import ROOT, enable_compute_service, module_util, wait_status
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.images import gpu_images
+from ogc_testlib import ROOT, enable_compute_service, wait_status
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "helpers"))
 import gpu_image  # noqa: E402  pylint: disable=wrong-import-position
@@ -208,8 +209,8 @@ def run_nvidia_element(tmp_path, distro, version, versions=("535.309.01-0+deb12u
 
 
 def test_nvidia_element_on_debian_enables_non_free_pins_and_holds(tmp_path):
-    """The element does in the image what module_utils/gpu_images.py says the preflight checks."""
-    rules = module_util("gpu_images")
+    """The element does in the image what the collection's images/gpu_images.py says the preflight checks."""
+    rules = gpu_images
     pin = "535.261.03-1"
     proc, calls, apt, conf = run_nvidia_element(tmp_path, "debian", pin)
     assert proc.returncode == 0, proc.stderr

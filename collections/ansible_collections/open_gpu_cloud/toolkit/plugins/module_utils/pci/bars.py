@@ -79,7 +79,7 @@ def high_windows(bars: list[dict]) -> list[int]:
     A 64-bit BAR that is not prefetchable stays below 4 GiB: a PCI bridge, the root port a passed device sits behind
     in a q35 guest included, forwards non-prefetchable memory only through its 32-bit window.
     """
-    return [bar["size"] for bar in bars if bar["is_64bit"] and bar["prefetchable"]]
+    return [window["size"] for window in bars if window["is_64bit"] and window["prefetchable"]]
 
 
 def _window(value) -> int:
@@ -170,7 +170,7 @@ def window_facts(bars: list[dict] | None) -> dict:
         return dict.fromkeys(("bars_total_bytes", "bar64_largest_bytes", "mmio64_bytes", "guest_phys_bits_needed",
                               "ovmf_phys_bits_needed"))
     windows = high_windows(bars)
-    return {"bars_total_bytes": sum(bar["size"] for bar in bars), "bar64_largest_bytes": max(windows, default=0),
+    return {"bars_total_bytes": sum(entry["size"] for entry in bars), "bar64_largest_bytes": max(windows, default=0),
             "mmio64_bytes": mmio64_bytes(windows), "guest_phys_bits_needed": guest_phys_bits_needed(windows),
             "ovmf_phys_bits_needed": ovmf_phys_bits_needed(windows)}
 

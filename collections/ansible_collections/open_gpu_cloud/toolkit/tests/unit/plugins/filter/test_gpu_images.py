@@ -1,4 +1,5 @@
-"""module_utils/gpu_images.py (the rules of a GPU image build) and filter_plugins/gpu_images.py (the role's view)."""
+"""plugins/module_utils/images/gpu_images.py (the rules of a GPU image build) and plugins/filter/gpu_images.py (the
+gpu_images role's view)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,8 @@ from ansible.errors import AnsibleFilterError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ogc_testlib import load_source
-
-filters = load_source("gpu_images_filters", "filter_plugins/gpu_images.py")
-from ansible.module_utils import gpu_images as rules  # noqa: E402  (joined by the filter's import)
+from ansible_collections.open_gpu_cloud.toolkit.plugins.filter import gpu_images as filters
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.images import gpu_images as rules
 
 DEBIAN = {"name": "debian-12-nvidia", "elements": ["debian-minimal", "vm", "ogc-nvidia-driver", "ogc-docker-mtu"],
           "release": "bookworm", "nvidia_branch": "535", "nvidia_version": "535.309.01-0+deb12u1"}

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
-# Apache License 2.0 (see pyproject.toml)
-"""The gpu_images role's view of a declared image (pure; the rules are module_utils/gpu_images.py's).
+# Apache License 2.0 (see LICENSE)
+"""The gpu_images role's view of a declared image (pure; the rules are plugins/module_utils/images/gpu_images.py's).
 
 * ``images | ogc_image_problems(default_branch, default_version)``: what is wrong with the declared images
   (one message per problem, naming the image, the variable and the fix); empty when they can be built.
@@ -11,21 +11,13 @@
   ``environment`` (the ``DIB_*`` variables of its ``disk-image-create``, ``extra_env`` beneath the image's own).
 * ``plans | ogc_image_address_space``: the image properties (``hw_maxphysaddr_mode``/``_bits``) guests need to map
   the 64-bit memory windows of the GPUs the plans (``{host: {"facts", "plan"}}``) give Nova, ``{}`` when the
-  defaults do (module_utils/pci_bars.py, ``address_space_properties``).
+  defaults do (plugins/module_utils/pci/bars.py, ``address_space_properties``).
 """
 
 from __future__ import annotations
 
-import os
-import runpy
-
-
-# The project's module_utils/, imported as modules import it: the one route (plugin_utils/module_utils_route.py).
-runpy.run_path(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "plugin_utils",
-                            "module_utils_route.py"))
-
-from ansible.module_utils import gpu_images  # noqa: E402  pylint: disable=wrong-import-position
-from ansible.module_utils import pci_bars  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.images import gpu_images
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import bars as pci_bars
 
 try:
     from ansible.errors import AnsibleFilterError

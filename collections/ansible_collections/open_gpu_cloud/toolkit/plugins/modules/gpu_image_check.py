@@ -23,7 +23,7 @@ description:
   - Writes nothing outside a temporary directory it removes; runs in check mode as in a real run.
 version_added: "0.1.0"
 author:
-  - open-gpu-cloud contributors
+  - open-gpu-cloud contributors (@open-gpu-cloud)
 options:
   architecture:
     description: Debian architecture of the image.
@@ -73,7 +73,7 @@ options:
     description: Seconds for reading the archive's package lists.
     type: int
     default: 300
-extends_documentation_fragment: [ogc_attributes.check_only]
+extends_documentation_fragment: [open_gpu_cloud.toolkit.attributes.check_only]
 attributes:
   check_mode:
     description: Reads only; the same checks run in check mode.
@@ -81,7 +81,7 @@ attributes:
 
 EXAMPLES = r"""
 - name: Check the image before the build
-  gpu_image_check:
+  open_gpu_cloud.toolkit.gpu_image_check:
     name: debian-12-nvidia
     elements: [debian-minimal, vm, ogc-nvidia-driver, ogc-docker-mtu, cloud-init-datasources]
     elements_path: /var/lib/ogc-images/elements
@@ -116,7 +116,8 @@ import subprocess
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpu_images import archive_problems, archive_sources
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.images.gpu_images import (
+    archive_problems, archive_sources)
 
 # Run by the Python of diskimage-builder's venv: its own dependency resolution over our elements and its own.
 _EXPAND = """\
@@ -126,8 +127,9 @@ dib = os.path.join(os.path.dirname(ed.__file__), 'elements')
 try:
     found = ed.get_elements(sys.argv[2:], paths=sys.argv[1] + ':' + dib)
 except Exception as exc:
-    print(json.dumps({'error': str(exc), 'dib_elements': dib})); sys.exit(0)
-print(json.dumps({'elements': sorted(name for name, _path in found), 'dib_elements': dib}))
+    print(json.dumps({'error': str(exc), 'dib_elements': dib}))
+else:
+    print(json.dumps({'elements': sorted(name for name, _path in found), 'dib_elements': dib}))
 """
 # DIB's own Debian sources: its debian-minimal element's environment, with the build's variables.
 _DEBIAN_SOURCES = 'source "$1" >/dev/null && printf "%s" "$DIB_APT_SOURCES_CONF"'
@@ -258,15 +260,15 @@ def main():
             "release": {"type": "str"},
             "timeout": {"type": "int", "default": 300},
         },
-        required_if=[("nvidia_pins", True, ("distro", "release"), False)],
         supports_check_mode=True,
     )
+    pins = {str(k): str(v) for k, v in module.params["nvidia_pins"].items()}
+    # (Not a required_if: that compares the value with True, which a dict of pins never equals.)
+    if pins and (not module.params["distro"] or not module.params["release"]):
+        module.fail_json(msg=f"gpu_image_check ({module.params['name']}): nvidia_pins needs distro and release")
     expanded = expand_elements(module)
     result = {"changed": False, "elements": expanded["elements"], "sources": [], "versions": {}}
-    pins = {str(k): str(v) for k, v in module.params["nvidia_pins"].items()}
     if pins:
-        if not module.params["distro"] or not module.params["release"]:
-            module.fail_json(msg=f"gpu_image_check ({module.params['name']}): nvidia_pins needs distro and release")
         sources = image_sources(module, expanded["dib_elements"])
         versions = archive_versions(module, sources, sorted(pins))
         result.update(sources=sources, versions=versions)

@@ -3,7 +3,7 @@
 # Apache License 2.0 (see LICENSE)
 """The check mode and diff mode support the modules of open-gpu-cloud declare (their attributes).
 
-A module names one variant, e.g. extends_documentation_fragment: [ogc_attributes.check_and_diff]. What is
+A module names one variant, e.g. extends_documentation_fragment: [open_gpu_cloud.toolkit.attributes.check_and_diff]. What is
 particular to a module stays in its own attributes: (a description of how its check mode works, the action
 attribute of a module with an action plugin); Ansible merges that into the variant's entries."""
 
@@ -15,8 +15,10 @@ class ModuleDocFragment:  # pylint: disable=too-few-public-methods
     CHECK_AND_DIFF = r"""
 attributes:
   check_mode:
+    description: Runs in check mode, writing nothing, and reports what it would change.
     support: full
   diff_mode:
+    description: Returns the difference it makes (in check mode, the one it would make).
     support: full
 """
 
@@ -24,7 +26,9 @@ attributes:
     CHECK_ONLY = r"""
 attributes:
   check_mode:
+    description: Runs in check mode, writing nothing.
     support: full
   diff_mode:
+    description: Returns no difference.
     support: none
 """

@@ -1,0 +1,89 @@
+"""The collection as an operator installs it: ansible-galaxy builds a tarball of
+collections/ansible_collections/open_gpu_cloud/toolkit, installs it into an empty directory, and a playbook outside the
+repository (no project ansible.cfg, no library/ or module_utils/ of the checkout) runs its module and filters by full
+name: the module's shared code travels with it (AnsiballZ packs the collection's module_utils), the filters import
+theirs plainly."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from ogc_testlib import COLLECTIONS
+
+pytestmark = pytest.mark.integration
+
+BIN = os.path.dirname(sys.executable)
+SOURCE = os.path.join(COLLECTIONS, "ansible_collections", "open_gpu_cloud", "toolkit")
+# A plan record's GPU with a 64 GiB window (an A100 40GB's BAR1): QEMU's and OVMF's defaults cannot map it.
+PLANS = {"gpu01": {"plan": {"selected": [{"address": "0000:41:00.0"}]},
+                   "facts": {"devices": [{"address": "0000:41:00.0", "bars": [
+                       {"index": 0, "size": 16 << 20, "is_64bit": False, "prefetchable": False},
+                       {"index": 1, "size": 64 << 30, "is_64bit": True, "prefetchable": True},
+                       {"index": 3, "size": 32 << 20, "is_64bit": True, "prefetchable": True}]}]}}}
+PLAYBOOK = [{
+    "name": "The installed collection, by full name",
+    "hosts": "localhost",
+    "gather_facts": False,
+    "tasks": [
+        {"name": "A filter over the collection's module_utils",
+         "ansible.builtin.debug": {"msg": "PROPERTIES {{ plans | open_gpu_cloud.toolkit.ogc_image_address_space "
+                                          "| to_json }}"},
+         "vars": {"plans": PLANS}},
+        {"name": "A declared image's problems",
+         "ansible.builtin.debug": {"msg": "PROBLEMS {{ [{'name': 'x', 'elements': []}] "
+                                          "| open_gpu_cloud.toolkit.ogc_image_problems('535', '') | to_json }}"}},
+        {"name": "The module, its module_utils packed with it",
+         "open_gpu_cloud.toolkit.gpu_image_check": {"name": "debian-12", "elements": ["debian-minimal", "vm"],
+                                                    "elements_path": "/nonexistent", "dib_venv": "/nonexistent/dib"},
+         "register": "check", "ignore_errors": True},
+        {"name": "What the module said",
+         "ansible.builtin.debug": {"msg": "MODULE {{ check.msg | default('') }}"}},
+    ],
+}]
+
+
+def run(argv, cwd, env, timeout=300):
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    assert proc.returncode == 0, f"{' '.join(argv)}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+def marked(out, mark):
+    line = next(line for line in out.splitlines() if f"{mark} " in line)
+    return line.split(f"{mark} ", 1)[1].strip().strip('"').replace('\\"', '"')
+
+
+def test_the_built_collection_installs_and_runs_outside_the_repository(tmp_path):
+    # Nothing of the checkout's configuration: an empty ansible.cfg, the installed collection alone on the path.
+    (tmp_path / "ansible.cfg").write_text("[defaults]\n")
+    installed = tmp_path / "installed"
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ANSIBLE_")}
+    env.update(ANSIBLE_CONFIG=str(tmp_path / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=str(installed),
+               ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0")
+    run([os.path.join(BIN, "ansible-galaxy"), "collection", "build", SOURCE, "--output-path", str(tmp_path)],
+        tmp_path, env)
+    tarball, = glob.glob(str(tmp_path / "open_gpu_cloud-toolkit-*.tar.gz"))
+    run([os.path.join(BIN, "ansible-galaxy"), "collection", "install", "--offline", tarball, "-p", str(installed)],
+        tmp_path, env)
+    root = installed / "ansible_collections" / "open_gpu_cloud" / "toolkit"
+    assert (root / "plugins" / "modules" / "gpu_image_check.py").is_file()
+    assert not (root / "tests" / "output").exists()
+
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(PLAYBOOK, sort_keys=False))
+    out = run([os.path.join(BIN, "ansible-playbook"), "-i", "localhost,", "-c", "local",
+               "-e", f"ansible_python_interpreter={sys.executable}", "play.yml"], tmp_path, env)
+    assert json.loads(marked(out, "PROPERTIES")) == {"hw_maxphysaddr_mode": "emulate", "hw_maxphysaddr_bits": 41}
+    problems = json.loads(marked(out, "PROBLEMS"))
+    assert problems and all("image x" in problem for problem in problems)
+    assert "no diskimage-builder venv at /nonexistent/dib" in marked(out, "MODULE")
+
+    doc = json.loads(run([os.path.join(BIN, "ansible-doc"), "--json", "open_gpu_cloud.toolkit.gpu_image_check"],
+                         tmp_path, env))
+    assert doc["open_gpu_cloud.toolkit.gpu_image_check"]["doc"]["attributes"]["check_mode"]["support"] == "full"
