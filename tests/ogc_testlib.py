@@ -17,6 +17,8 @@ FIXTURES = os.path.join(ROOT, "fixtures", "hosts")
 # The directory holding ansible_collections/ (the project's collection, open_gpu_cloud.toolkit): ansible.cfg's
 # collections_path for ansible-playbook, pyproject.toml's pytest pythonpath for the tests.
 COLLECTIONS = os.path.join(ROOT, "collections")
+# The collection's own directory (galaxy.yml, plugins/, its ansible-test tests).
+COLLECTION = os.path.join(COLLECTIONS, "ansible_collections", "open_gpu_cloud", "toolkit")
 TESTCLOUD = os.path.join(ROOT, "scripts", "testcloud.sh")
 # The PCI ID database from Debian's pci.ids package (hwdata links its /usr/share/hwdata/pci.ids here).
 PCI_IDS = "/usr/share/misc/pci.ids"

@@ -15,12 +15,11 @@ import sys
 import pytest
 import yaml
 
-from ogc_testlib import COLLECTIONS
+from ogc_testlib import COLLECTION
 
 pytestmark = pytest.mark.integration
 
 BIN = os.path.dirname(sys.executable)
-SOURCE = os.path.join(COLLECTIONS, "ansible_collections", "open_gpu_cloud", "toolkit")
 # A plan record's GPU with a 64 GiB window (an A100 40GB's BAR1): QEMU's and OVMF's defaults cannot map it.
 PLANS = {"gpu01": {"plan": {"selected": [{"address": "0000:41:00.0"}]},
                    "facts": {"devices": [{"address": "0000:41:00.0", "bars": [
@@ -67,7 +66,7 @@ def test_the_built_collection_installs_and_runs_outside_the_repository(tmp_path)
     env = {key: value for key, value in os.environ.items() if not key.startswith("ANSIBLE_")}
     env.update(ANSIBLE_CONFIG=str(tmp_path / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=str(installed),
                ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0")
-    run([os.path.join(BIN, "ansible-galaxy"), "collection", "build", SOURCE, "--output-path", str(tmp_path)],
+    run([os.path.join(BIN, "ansible-galaxy"), "collection", "build", COLLECTION, "--output-path", str(tmp_path)],
         tmp_path, env)
     tarball, = glob.glob(str(tmp_path / "open_gpu_cloud-toolkit-*.tar.gz"))
     run([os.path.join(BIN, "ansible-galaxy"), "collection", "install", "--offline", tarball, "-p", str(installed)],

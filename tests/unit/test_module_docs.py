@@ -6,9 +6,9 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-COLLECTION_MODULES = os.path.join(ROOT, "collections", "ansible_collections", "open_gpu_cloud", "toolkit", "plugins",
-                                  "modules")
+from ogc_testlib import COLLECTION, ROOT
+
+COLLECTION_MODULES = os.path.join(COLLECTION, "plugins", "modules")
 # library/'s modules by their short names, the collection's by their full names (open_gpu_cloud.toolkit.<name>).
 MODULES = sorted([name[:-3] for name in os.listdir(os.path.join(ROOT, "library")) if name.endswith(".py")] +
                  [f"open_gpu_cloud.toolkit.{name[:-3]}" for name in os.listdir(COLLECTION_MODULES)

@@ -9,12 +9,11 @@ import runpy
 
 import ansible.module_utils
 
-from ogc_testlib import ROOT
+from ogc_testlib import COLLECTION, ROOT
 
 ROUTE = os.path.join(ROOT, "plugin_utils", "module_utils_route.py")
 # The collection's plugins: plain ansible_collections imports, no route at all.
-COLLECTION_PLUGINS = sorted(glob.glob(os.path.join(ROOT, "collections", "ansible_collections", "open_gpu_cloud",
-                                                   "toolkit", "plugins", "**", "*.py"), recursive=True))
+COLLECTION_PLUGINS = sorted(glob.glob(os.path.join(COLLECTION, "plugins", "**", "*.py"), recursive=True))
 PLUGINS = sorted(glob.glob(os.path.join(ROOT, "filter_plugins", "*.py")) +
                  glob.glob(os.path.join(ROOT, "action_plugins", "*.py")))
 # What a plugin would need to reach module_utils/ on its own: a path it extends, or a file it loads as a module.
