@@ -2,7 +2,7 @@
 # Copyright: open-gpu-cloud contributors
 # Apache License 2.0 (see LICENSE)
 """The host_lock task (library/host_lock.py documents it): one run of the host phase per host at a time, under a
-lease. The rules are in module_utils/coordination/host_lock.py and leases.py.
+lease. The rules are in plugins/module_utils/coordination/host_lock.py and leases.py.
 
 The identity of this ansible-playbook run and the liveness of another run are answered here, on the control host,
 where that run's process is; the lock file itself is read and written on the host by HOST_SCRIPT (POSIX sh under a
@@ -13,20 +13,14 @@ otherwise the task fails naming the holder, when its lease runs out, and what to
 from __future__ import annotations
 
 import datetime
-import os
-import runpy
 import shlex
 
 from ansible.plugins.action import ActionBase
 
-# The project's module_utils/, imported as modules import it: the one route (plugin_utils/module_utils_route.py).
-runpy.run_path(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "plugin_utils",
-                            "module_utils_route.py"))
-
-from ansible.module_utils import boot_files as bf  # noqa: E402  pylint: disable=wrong-import-position
-from ansible.module_utils.coordination import host_lock as hl  # noqa: E402  pylint: disable=wrong-import-position
-from ansible.module_utils.coordination import identity as ident  # noqa: E402  pylint: disable=wrong-import-position
-from ansible.module_utils.coordination import leases  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.host import boot_files as bf
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import host_lock as hl
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import identity as ident
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import leases
 
 DEFAULT_PATH = "/var/lib/open-gpu-cloud/passthrough_host.lock"
 DEFAULT_STATE = "/var/lib/open-gpu-cloud/passthrough_host.json"

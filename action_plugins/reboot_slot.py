@@ -3,7 +3,7 @@
 # Apache License 2.0 (see LICENSE)
 """The reboot_slot task (library/reboot_slot.py documents it): fleet-wide reboot slots, so every run of
 playbooks/host.yml at once (the slices of an AWX sliced job, on one control host or several) together never reboots
-more GPU hosts than one wave of the fleet. The rules are in module_utils/coordination/ (leases.py, slots.py), the
+more GPU hosts than one wave of the fleet. The rules are in plugins/module_utils/coordination/ (leases.py, slots.py), the
 records on the backend ``url`` names (backend.py), the run's lease kept by its keeper (keeper.py).
 
 It runs here, on the control host, where the identity of this ansible-playbook run and the liveness of another run
@@ -12,21 +12,15 @@ are answered. ``slot_task`` is the whole task as a function of its arguments, so
 
 from __future__ import annotations
 
-import os
-import runpy
 import time
 
 from ansible.plugins.action import ActionBase
 
-# The project's module_utils/, imported as modules import it: the one route (plugin_utils/module_utils_route.py).
-runpy.run_path(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "plugin_utils",
-                            "module_utils_route.py"))
-
-from ansible.module_utils.coordination import backend as be  # noqa: E402  pylint: disable=wrong-import-position
-from ansible.module_utils.coordination import identity as ident  # noqa: E402  pylint: disable=wrong-import-position
-from ansible.module_utils.coordination import keeper  # noqa: E402  pylint: disable=wrong-import-position
-from ansible.module_utils.coordination import leases  # noqa: E402  pylint: disable=wrong-import-position
-from ansible.module_utils.coordination import slots  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import backend as be
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import identity as ident
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import keeper
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import leases
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import slots
 
 STATES = ("acquired", "confirmed", "released", "stopped", "finished")
 OPTIONS = ("url", "host", "state", "capacity", "timeout", "run_started", "reason", "wave", "lease_ttl",

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
 # Apache License 2.0 (see LICENSE)
-"""The state_file option of the host-editing modules (grub_cmdline, host_files): module_utils/host_state.py."""
+"""The state_file option of the host-editing modules (grub_cmdline, host_files): plugins/module_utils/host/state.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
 # Apache License 2.0 (see LICENSE)
-"""The connection options every os_* module of open-gpu-cloud takes (module_utils/openstack_cloud.py)."""
+"""The connection options every os_* module of open-gpu-cloud takes (plugins/module_utils/cloud/openstack.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
 # Apache License 2.0 (see LICENSE)
-"""The quota options of os_quotas (module_utils/cloud_quotas.py, ARGUMENT_SPEC): the default quota class set
+"""The quota options of os_quotas (plugins/module_utils/cloud/quotas.py, ARGUMENT_SPEC): the default quota class set
 and per-project quotas.
 
 Each of the compute quota keys (cloud_quotas.QUOTA_KEYS) is described once, under default_class; projects

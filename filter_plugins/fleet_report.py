@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
 # Apache License 2.0 (see LICENSE)
-"""The fleet report's filters: thin adapters over ``module_utils/passthrough/fleet.py``.
+"""The fleet report's filters: thin adapters over ``plugins/module_utils/passthrough/fleet.py``.
 
 ``plans | fleet_report(missing=None, health=None)`` -> ``{hosts, models, pending, alerts, errors, totals,
 colours}``: ``plans`` the loaded plans ``{host: {facts, plan}}`` (roles/passthrough tasks/load.yml:
@@ -13,23 +13,17 @@ are documented in that module; here ``ReportError`` becomes ``AnsibleFilterError
 
 from __future__ import annotations
 
-import os
-import runpy
 
 from ansible.errors import AnsibleFilterError
 
-# The project's module_utils/, imported as modules import it: the one route (plugin_utils/module_utils_route.py).
-runpy.run_path(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "plugin_utils",
-                            "module_utils_route.py"))
-
 # pylint: disable=wrong-import-position
-from ansible.module_utils.passthrough import fleet  # noqa: E402
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough import fleet
 
 md_cell = fleet.md_cell
 
 
 def fleet_report(plans, missing=None, health=None):
-    """The report's data (``module_utils/passthrough/fleet.py``, ``fleet_report``)."""
+    """The report's data (``plugins/module_utils/passthrough/fleet.py``, ``fleet_report``)."""
     try:
         return fleet.fleet_report(plans, missing=missing, health=health)
     except fleet.ReportError as exc:

@@ -32,16 +32,10 @@ Pure functions; every error names the host and what to fix.
 
 from __future__ import annotations
 
-import os
-import runpy
 
 
-# The project's module_utils/, imported as modules import it: the one route (plugin_utils/module_utils_route.py).
-runpy.run_path(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "plugin_utils",
-                            "module_utils_route.py"))
-
-from ansible.module_utils import passthrough_verify  # noqa: E402  pylint: disable=wrong-import-position
-from ansible.module_utils.pci_reset import RETURN_COMMAND  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough import verify as passthrough_verify
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci.reset import RETURN_COMMAND
 
 try:
     from ansible.errors import AnsibleFilterError
@@ -57,7 +51,7 @@ def _fail(host, message):
 def gpu_health(facts, plan, expected=None, host=None, reference="plan file"):
     """Compare the devices on the bus now with the plan; see the module docstring for the result.
 
-    What is wrong with the devices is ``passthrough_verify``'s answer (module_utils/passthrough_verify.py,
+    What is wrong with the devices is ``passthrough_verify``'s answer (plugins/module_utils/passthrough/verify.py,
     the same function the host role's verification asks): its problems are the alerts, ``missing`` and
     ``not_vfio`` list its ``device_missing`` and ``not_on_vfio`` problems. Health adds only what is its own:
     the inventory of planned devices and the count against ``health_expected_gpus``.

@@ -20,18 +20,12 @@ Output shapes:
 from __future__ import annotations
 
 import json
-import os
-import runpy
 
 from ansible.errors import AnsibleFilterError
 
-# The project's module_utils/, imported as modules import it: the one route (plugin_utils/module_utils_route.py).
-runpy.run_path(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "plugin_utils",
-                            "module_utils_route.py"))
-
-from ansible.module_utils import pci_address  # noqa: E402  pylint: disable=wrong-import-position
-from ansible.module_utils import pci_placement  # noqa: E402  pylint: disable=wrong-import-position
-from ansible.module_utils.pci_alias import alias_name_error  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import address as pci_address
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.nova import placement as pci_placement
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci.alias import alias_name_error
 
 # Nova 2026.1 (nova 33.x) default of [filter_scheduler] enabled_filters, read from
 # nova.conf.scheduler.filter_scheduler_opts; tests/unit/test_nova_pci.py compares it with Nova's
@@ -102,7 +96,7 @@ def nova_pci_aliases(plans, numa_policy=None, placement=False):
 
     ``numa_policy`` (one of Nova's, or None for none written) goes into every alias; with ``placement`` (the
     release can schedule PCI devices in Placement) each alias also names its model's resource class
-    (module_utils/pci_placement.py), which Nova's pool path ignores.
+    (plugins/module_utils/nova/placement.py), which Nova's pool path ignores.
 
     ``plans`` is ``{host: plan}``. Aliases come from each plan's ``aliases``. Hosts are visited in
     sorted order so the result and the error messages do not depend on dict order.
@@ -177,7 +171,7 @@ def nova_pci_device_spec(plan, host, placement=False, one_time_use=False):
     One entry per selected device, matched by its full PCI address and its vendor/product ids:
     ``{"address": "0000:27:00.0", "vendor_id": "10de", "product_id": "1db4"}``, sorted by address.
     A plan that selected nothing gives ``[]``. With ``placement`` (the release reports PCI devices to Placement)
-    each entry also carries its model's ``resource_class`` and its ``traits`` (module_utils/pci_placement.py), and
+    each entry also carries its model's ``resource_class`` and its ``traits`` (plugins/module_utils/nova/placement.py), and
     with ``one_time_use`` ``"one_time_use": "true"`` (a device a server freed stays reserved until returned).
     """
     _check_plans({host: plan})
@@ -388,7 +382,7 @@ def nova_pci_override_check(files, hosts, aliases, begin, end, controllers=None)
 
 def nova_pci_release_features(release):
     """What the deployed release's Nova can do with PCI devices in Placement: ``{report, schedule, one_time_use,
-    error}`` (module_utils/pci_placement.py); an unknown release gives all false and ``error`` saying why."""
+    error}`` (plugins/module_utils/nova/placement.py); an unknown release gives all false and ``error`` saying why."""
     try:
         return dict(pci_placement.features(release), error="")
     except ValueError as exc:
@@ -403,7 +397,7 @@ def nova_pci_fleet_specs(plans, placement=False, one_time_use=False):
 
 def nova_pci_placement_missing(specs, devices, hypervisors=None):
     """``{host: [device, ...]}``: the rendered devices Placement does not have yet with their resource class
-    (module_utils/pci_placement.py placement_missing); empty when the scheduler may allocate in Placement."""
+    (plugins/module_utils/nova/placement.py placement_missing); empty when the scheduler may allocate in Placement."""
     if not isinstance(specs, dict) or not isinstance(devices, list):
         _fail("nova_pci: nova_pci_placement_missing needs {host: device specs} and os_pci_inventory's devices list")
     return pci_placement.placement_missing(specs, devices, hypervisors or {})

@@ -1,5 +1,5 @@
-"""Checks and cleaning of what comes from the inventory, as filters: thin adapters over module_utils/locations.py
-(host names as file names, absolute paths, writable directories, the BMC address) and module_utils/redact.py
+"""Checks and cleaning of what comes from the inventory, as filters: thin adapters over plugins/module_utils/common/locations.py
+(host names as file names, absolute paths, writable directories, the BMC address) and plugins/module_utils/common/redact.py
 (credentials on a kernel command line, a known secret in a message).
 
 * ``hosts | ogc_host_name_errors``: a message per inventory name that cannot be a file name;
@@ -14,15 +14,10 @@
   stands as a token of its own.
 """
 
-import os
-import runpy
 
 
-# The project's module_utils/, imported as modules import it: the one route (plugin_utils/module_utils_route.py).
-runpy.run_path(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "plugin_utils",
-                            "module_utils_route.py"))
-
-from ansible.module_utils import locations, redact  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.common import locations
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.common import redact
 
 try:
     from ansible.errors import AnsibleFilterError

@@ -18,17 +18,12 @@ messages into one failure.
 """
 
 import os
-import runpy
 
 
-# The project's module_utils/, imported as modules import it: the one route (plugin_utils/module_utils_route.py).
-runpy.run_path(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "plugin_utils",
-                            "module_utils_route.py"))
-
-from ansible.module_utils import kernel_cmdline  # noqa: E402  pylint: disable=wrong-import-position
-from ansible.module_utils.coordination import backend  # noqa: E402  pylint: disable=wrong-import-position
-from ansible.module_utils import locations  # noqa: E402  pylint: disable=wrong-import-position
-from ansible.module_utils import passthrough_verify  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.host import kernel_cmdline
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import backend
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.common import locations
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough import verify as passthrough_verify
 
 # The path variables a host's root is put in front of; those of OPTIONAL_PATH_VARS may be empty (the boot-config
 # output: the family's own).

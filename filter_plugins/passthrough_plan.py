@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
 # Apache License 2.0 (see LICENSE)
-"""GPU passthrough planning filters: thin adapters over ``module_utils/passthrough/`` (the planner, the
-policy checks, the report and the plan file) and ``module_utils/passthrough_verify.py``.
+"""GPU passthrough planning filters: thin adapters over ``plugins/module_utils/passthrough/`` (the planner, the
+policy checks, the report and the plan file) and ``plugins/module_utils/passthrough/verify.py``.
 
 The logic and its rules are documented in those modules (``passthrough/planner.py`` for how the kernel and
 Nova decide what can be passed). Here each filter calls its function and turns ``PlanError`` into
@@ -12,23 +12,17 @@ Nova decide what can be passed). Here each filter calls its function and turns `
 from __future__ import annotations
 
 import functools
-import os
-import runpy
 
 from ansible.errors import AnsibleFilterError
 
-# The project's module_utils/, imported as modules import it: the one route (plugin_utils/module_utils_route.py).
-runpy.run_path(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "plugin_utils",
-                            "module_utils_route.py"))
-
-# pylint: disable=wrong-import-position,unused-import
-from ansible.module_utils import passthrough_verify  # noqa: E402
-from ansible.module_utils.passthrough import PlanError, planner, policy, report, rules, store  # noqa: E402
-from ansible.module_utils.passthrough.planner import EXCLUDED_CAUSES  # noqa: E402,F401
-from ansible.module_utils.passthrough.policy import POLICY_KEYS, RETIRED_POLICY_VARS  # noqa: E402,F401
-from ansible.module_utils.passthrough.rules import (  # noqa: E402,F401
+# pylint: disable=unused-import
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough import verify as passthrough_verify
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough import PlanError, planner, policy, report, rules, store
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough.planner import EXCLUDED_CAUSES  # noqa: F401
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough.policy import POLICY_KEYS, RETIRED_POLICY_VARS  # noqa: F401
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough.rules import (  # noqa: F401
     BRIDGE_CLASSES, CLASS_NAMES, DEFAULT_VENDORS, KNOWN_ALIASES, VENDOR_NAMES, class_name, model_alias, model_name)
-from ansible.module_utils.passthrough.store import PLAN_FORMAT, plan_fix  # noqa: E402,F401
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough.store import PLAN_FORMAT, plan_fix  # noqa: F401
 
 
 def _adapter(func):
@@ -60,7 +54,7 @@ plan_file_host = store.plan_file_host
 
 def verify(facts, plan, host=None, fresh=None):
     """``facts | passthrough_verify(plan, host=..., fresh=...)``: the host's problems against its plan
-    (``module_utils/passthrough_verify.py``: a list of ``{cause, host, address?, group?, driver?,
+    (``plugins/module_utils/passthrough/verify.py``: a list of ``{cause, host, address?, group?, driver?,
     message}``, empty when the host is as planned). ``fresh``, the plan made again from ``facts``, adds
     the check that the plan still holds."""
     try:

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
 # Apache License 2.0 (see LICENSE)
-"""The pure steps of playbooks/return_gpus.yml, thin adapters over module_utils/pci_return.py.
+"""The pure steps of playbooks/return_gpus.yml, thin adapters over plugins/module_utils/ops/pci_return.py.
 
 * ``return_gpus_address_errors``: ``return_gpus_addresses | return_gpus_address_errors`` -> [error] (its preflight);
 * ``return_gpus_waiting``: ``nova.devices | return_gpus_waiting(hypervisor_names, addresses)`` -> the one-time-use
@@ -13,14 +13,8 @@
 
 from __future__ import annotations
 
-import os
-import runpy
 
-# The project's module_utils/, imported as modules import it: the one route (plugin_utils/module_utils_route.py).
-runpy.run_path(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "plugin_utils",
-                            "module_utils_route.py"))
-
-from ansible.module_utils import pci_return  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.ops import pci_return
 
 try:
     from ansible.errors import AnsibleFilterError

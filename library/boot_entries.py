@@ -24,7 +24,7 @@ description:
     them.
   - Signs of another boot mechanism than GRUB's defaults (systemd-boot, unified kernel images, kernel-install's
     C(/etc/kernel/cmdline) on the Debian family) are a problem of their own (O(boot_loader)).
-  - Credentials on the lines read (module_utils/redact.py) are masked in the result.
+  - Credentials on the lines read (plugins/module_utils/common/redact.py) are masked in the result.
   - Never writes anything.
 options:
   absent:
@@ -132,10 +132,10 @@ diagnosis:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
-from ansible.module_utils import boot_config as bc
-from ansible.module_utils import boot_files as bf
-from ansible.module_utils import host_state as hs
-from ansible.module_utils import redact
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.host import boot_config as bc
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.host import boot_files as bf
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.host import state as hs
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.common import redact
 
 
 def run(params, state=None):

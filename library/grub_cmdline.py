@@ -26,7 +26,7 @@ description:
     such as C("quiet "'splash'), a line continuation), or around it (another file sourced with C(.) or
     C(source), an assignment inside C(if)/C(case)/a loop/a function or an C(&&) list, C(eval), a use of the
     variable by a command). Other variables' assignments and commands are left to the shell
-    (module_utils/shell_scan.py).
+    (plugins/module_utils/host/shell_scan.py).
   - A host that boots through something else than GRUB's defaults (systemd-boot, unified kernel images,
     kernel-install's C(/etc/kernel/cmdline) on the Debian family) is refused, naming the signs found, before
     anything is written (O(boot_loader)).
@@ -39,7 +39,7 @@ description:
   - Files are written through a temporary file and an atomic rename, after an optional backup. It does
     not regenerate the boot configuration; run C(update-grub) or C(grub2-mkconfig) when RV(needs) says
     C(boot_config), then check the result with the boot_entries module.
-  - Credentials on the kernel lines (module_utils/redact.py) are masked in every result and message.
+  - Credentials on the kernel lines (plugins/module_utils/common/redact.py) are masked in every result and message.
 options:
   absent:
     description:
@@ -130,7 +130,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 host_state:
-  description: The state file as read before any change (module_utils/host_state.py); C(pending) empty and C(reboot)
+  description: The state file as read before any change (plugins/module_utils/host/state.py); C(pending) empty and C(reboot)
     null when there is no file.
   returned: O(state_file) is set and the module succeeded
   type: dict
@@ -223,10 +223,10 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native
-from ansible.module_utils import boot_config as bc
-from ansible.module_utils import boot_files as bf
-from ansible.module_utils import host_state as hs
-from ansible.module_utils import redact
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.host import boot_config as bc
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.host import boot_files as bf
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.host import state as hs
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.common import redact
 
 
 def _refuse_other_boot_mechanism(root, family, params):
@@ -268,7 +268,7 @@ def _tool_needed(root, family, params, state, writes, after):
 
 def run(params, state=None):
     """Plan the edit of the host's GRUB files. Returns (result, writes: [(real path, new text)]). ``state`` is the
-    host state (module_utils/host_state.py) or None when no state file is kept."""
+    host state (plugins/module_utils/host/state.py) or None when no state file is kept."""
     family = params["family"]
     variable = params["variable"] or bc.default_variable(family)
     root = params["root"]
@@ -326,7 +326,7 @@ def run(params, state=None):
 
 
 def _shown(result):
-    """The result as it may be printed: credentials on the kernel lines masked (module_utils/redact.py)."""
+    """The result as it may be printed: credentials on the kernel lines masked (plugins/module_utils/common/redact.py)."""
     out = dict(result)
     for key in ("before", "after", "added", "removed", "changes", "diff"):
         if key in out:
@@ -372,7 +372,7 @@ def main():
                     "the latter")
     if result["needs"] and params["state_file"] and not module.check_mode:
         # Written ahead: the tool's step is pending before the first file changes, so a run killed after any
-        # write leaves it for the next run to repeat (module_utils/host_state.py).
+        # write leaves it for the next run to repeat (plugins/module_utils/host/state.py).
         try:
             hs.write_ahead(params["root"], params["state_file"], ["boot_config"])
         except hs.StateError as exc:

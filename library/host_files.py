@@ -30,7 +30,7 @@ description:
     knows what to rebuild. With O(state_file), those of them that are steps of the passthrough_host state
     (C(initramfs), C(boot_config)) are marked pending there, durably, before the first file is written
     (write-ahead), so that a run killed after any write leaves the step for the next run. The rules are in
-    module_utils/host_files.py.
+    plugins/module_utils/host/files.py.
 options:
   directory_mode:
     description: Mode of the directories the module creates, an octal string (a number is refused).
@@ -116,7 +116,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 host_state:
-  description: The state file as read before any change (module_utils/host_state.py), with C(pending) (the steps an
+  description: The state file as read before any change (plugins/module_utils/host/state.py), with C(pending) (the steps an
     earlier run left pending), C(reboot) (the reboot recorded to settle the plan, or null) and C(version), as the
     grub_cmdline module returns it.
   returned: O(state_file) is set and the module succeeded
@@ -162,8 +162,8 @@ needs:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
-from ansible.module_utils import host_files as hf
-from ansible.module_utils import host_state as hs
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.host import files as hf
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.host import state as hs
 
 
 def main():
@@ -219,7 +219,7 @@ def main():
     ahead = [n for n in result["needs"] if n in hs.STEPS]
     if ahead and params["state_file"] and not module.check_mode:
         # Written ahead: the follow-up step is pending before the first file changes, so a run killed after any
-        # write leaves it for the next run to repeat (module_utils/host_state.py).
+        # write leaves it for the next run to repeat (plugins/module_utils/host/state.py).
         try:
             hs.write_ahead(params["root"], params["state_file"], ahead)
         except hs.StateError as exc:

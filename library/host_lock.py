@@ -15,7 +15,7 @@ description:
     O(root), mode 0600, which names the run holding it - digests of the control host and the run (never the raw
     machine id), the control host's name, the user, the ansible-playbook pid and its start time, since when - and
     carries its lease's expiry, O(lease) seconds from now on the host's own clock. The rules are in
-    module_utils/coordination/ (host_lock.py, leases.py).
+    plugins/module_utils/coordination/ (host_lock.py, leases.py).
   - Taking it - a missing lock, or one this run holds already (renewed), is taken. One held by another run is taken
     over when its lease ran out (from any control host), or when its run is gone from this control host (its
     process ended or was replaced, or this control host rebooted since). Otherwise the task fails naming that run,

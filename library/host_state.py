@@ -17,7 +17,7 @@ description:
   - With O(decide), says whether a reboot may be made now (RV(reboot_allowed)) - not when the host
     already rebooted for the same boot line and pending list (O(boot_args), O(plan_pending)) and still
     needs it.
-  - The rules are in module_utils/host_state.py.
+  - The rules are in plugins/module_utils/host/state.py.
 options:
   boot_id_path:
     description: The running boot id, as on the host.
@@ -129,8 +129,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
-from ansible.module_utils import boot_files as bf
-from ansible.module_utils import host_state as hs
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.host import boot_files as bf
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.host import state as hs
 
 
 def main():

@@ -151,8 +151,8 @@ unmanaged:
   elements: str
 """
 
-from ansible.module_utils import cloud_access
-from ansible.module_utils.openstack_cloud import run_module
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud import access as cloud_access
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.openstack import run_module
 
 
 def main():

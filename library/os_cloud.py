@@ -87,8 +87,10 @@ sections:
   sample: [access, flavors, quotas]
 """
 
-from ansible.module_utils.openstack_cloud import run_sections
-from ansible.module_utils import cloud_access, cloud_flavors, cloud_quotas
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.openstack import run_sections
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud import access as cloud_access
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud import flavors as cloud_flavors
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud import quotas as cloud_quotas
 
 # Order matters: projects first (flavor access and quotas name them), then flavors, then quotas.
 SECTIONS = (("access", cloud_access), ("flavors", cloud_flavors), ("quotas", cloud_quotas))

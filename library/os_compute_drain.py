@@ -150,8 +150,8 @@ waited_s:
   type: float
 """
 
-from ansible.module_utils import compute_drain
-from ansible.module_utils.openstack_cloud import run_module
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.ops import compute_drain
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.openstack import run_module
 
 
 def main():

@@ -172,8 +172,8 @@ flavors:
   elements: dict
 """
 
-from ansible.module_utils import cloud_flavors
-from ansible.module_utils.openstack_cloud import run_module
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud import flavors as cloud_flavors
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.openstack import run_module
 
 
 def main():

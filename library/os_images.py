@@ -126,8 +126,8 @@ images:
   type: dict
 """
 
-from ansible.module_utils import cloud_images
-from ansible.module_utils.openstack_cloud import run_module
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud import images as cloud_images
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.openstack import run_module
 
 
 def main():

@@ -91,8 +91,8 @@ note:
   type: str
 """
 
-from ansible.module_utils import pci_inventory
-from ansible.module_utils.openstack_cloud import run_module
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.nova import pci_inventory
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.openstack import run_module
 
 
 def main():

@@ -90,8 +90,8 @@ refused:
   elements: dict
 """
 
-from ansible.module_utils import pci_return
-from ansible.module_utils.openstack_cloud import run_module
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.ops import pci_return
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.openstack import run_module
 
 
 def main():

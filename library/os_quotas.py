@@ -59,8 +59,8 @@ changes:
   sample: {"class default": ["instances: 10 -> 15"]}
 """
 
-from ansible.module_utils import cloud_quotas
-from ansible.module_utils.openstack_cloud import run_module
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud import quotas as cloud_quotas
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.openstack import run_module
 
 
 def main():

@@ -158,8 +158,8 @@ now:
   type: str
 """
 
-from ansible.module_utils import server_lifetimes
-from ansible.module_utils.openstack_cloud import run_module
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.ops import server_lifetimes
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.openstack import run_module
 
 
 def main():

@@ -116,7 +116,8 @@ not_reset:
 
 import platform
 
-from ansible.module_utils import pci_address, pci_reset
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import address as pci_address
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import reset as pci_reset
 from ansible.module_utils.basic import AnsibleModule
 
 

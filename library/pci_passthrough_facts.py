@@ -31,10 +31,10 @@ description:
   - A captured tree is untrusted input. A file, link or directory that resolves outside C(sysfs_root) and
     C(procfs_root) is refused, and so is an attribute that is not a regular file (a FIFO, a device);
     neither is ever opened, and the error names the path, never what a file holds.
-  - C(kernel_cmdline) is split by the project's kernel command-line model (C(module_utils/kernel_cmdline.py));
+  - C(kernel_cmdline) is split by the project's kernel command-line model (C(plugins/module_utils/host/kernel_cmdline.py));
     a line it cannot model (an unclosed quote, a quote inside a name or value) is an error naming the file.
     Credentials on it (a C(*password*)/C(*secret*)/C(*token*) key's value, a URL's or an iSCSI root's password;
-    C(module_utils/redact.py)) are masked as C(********), as the facts are printed and stored in plan files.
+    C(plugins/module_utils/common/redact.py)) are masked as C(********), as the facts are printed and stored in plan files.
   - A directory on the way that cannot be read is an error naming it (permission denied), and a device's
     C(iommu_group) link to a group that does not exist is an error (a partial capture), not an IOMMU group.
 version_added: "0.1.0"
@@ -188,9 +188,11 @@ import re
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils import pci_address, pci_ids, redact
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import address as pci_address
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import ids as pci_ids
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.common import redact
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import bars as pci_bars
-from ansible.module_utils.kernel_cmdline import CmdlineError, split as split_cmdline
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.host.kernel_cmdline import CmdlineError, split as split_cmdline
 
 HEX4 = re.compile(r"^0x([0-9a-fA-F]{4})$")
 HEX6 = re.compile(r"^0x([0-9a-fA-F]{6})$")
@@ -506,7 +508,7 @@ def discover(sysfs_root: str, procfs_root: str, database=None, resolve_alias=Non
             f"(passthrough_procfs_root) to /proc or to the proc/ directory of a captured host")
     try:
         # Credentials on the line (an iSCSI root's password) are masked here, where the line enters: the facts are
-        # printed, stored in the plan file and quoted in messages (module_utils/redact.py).
+        # printed, stored in the plan file and quoted in messages (plugins/module_utils/common/redact.py).
         kernel_cmdline = [redact.redact(arg) for arg in split_cmdline(cmdline)]
     except CmdlineError as exc:
         raise DiscoveryError(f"{cmdline_path} cannot be read as a kernel command line: "

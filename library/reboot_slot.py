@@ -15,7 +15,7 @@ description:
     (C(file:///...), one control host) or etcd v3 (C(etcd3+http://host:2379), several control hosts, e.g. AWX
     execution nodes). Each slot (index below O(capacity)) is a record naming the host rebooting, since when and the
     run holding it (digests of the control host and the run, never the raw machine id; the control host's name, the
-    user, the ansible-playbook pid), carried by the run's lease. The rules are in module_utils/coordination/.
+    user, the ansible-playbook pid), carried by the run's lease. The rules are in plugins/module_utils/coordination/.
   - The run's lease is granted by the first O(state=acquired) of the run, with an id derived from the run, and a
     keeper process started on the control host renews it every third of O(lease_ttl) while the run lives. Once the
     run ends (done, failed, interrupted or killed) the keeper revokes it; if the control host dies the lease runs

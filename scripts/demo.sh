@@ -7,7 +7,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 "$root/scripts/bootstrap.sh"
 # The PCI ID database the plan and reports name devices from, so the first run shows the names a later run shows.
-"$root/.venv/bin/python" "$root/scripts/testcloud/demo_setup.py" "$root/.demo"
+PYTHONPATH="$root/collections" "$root/.venv/bin/python" "$root/scripts/testcloud/demo_setup.py" "$root/.demo"
 export PATH="$root/.venv/bin:$PATH"
 export ANSIBLE_CONFIG="$root/ansible.cfg"
 exec ansible-playbook site.yml "$@"

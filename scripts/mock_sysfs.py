@@ -48,21 +48,20 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import runpy
 import shutil
 import sys
 import tarfile
 import tempfile
 
-# The project's PCI identifier rules (module_utils/pci_address.py, pure Python), as discovery uses them, for
-# building trees from fixtures: ansible.module_utils.pci_address, joined by the route the controller plugins take
-# (plugin_utils/module_utils_route.py). playbooks/capture.yml copies this file alone to a host, where only
-# `capture` runs: it needs no identifier rules there (and finds neither the route nor, maybe, Ansible).
+# The project's PCI identifier rules (the collection's plugins/module_utils/pci/address.py, pure Python), as discovery
+# uses them, for building trees from fixtures. `build` and `synthetic` need the collection importable: the callers
+# put the directory holding ansible_collections/ on PYTHONPATH (pytest's pythonpath does it for the tests).
+# playbooks/capture.yml copies this file alone to a host, where only `capture` runs: it needs no identifier rules
+# there (and finds neither the collection nor, maybe, Ansible).
+COLLECTIONS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "collections")
 try:
-    runpy.run_path(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "plugin_utils",
-                                "module_utils_route.py"))
-    from ansible.module_utils import pci_address
-except (ImportError, OSError):  # pragma: no cover - on a captured host
+    from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import address as pci_address
+except ImportError:  # pragma: no cover - on a captured host
     pci_address = None
 
 CLASS_RE = re.compile(r"^[0-9a-f]{6}$")
@@ -452,6 +451,10 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--sysfs", default="/sys")
     c.add_argument("--procfs", default="/proc")
     args = parser.parse_args(argv)
+    if args.command != "capture" and pci_address is None:
+        print(f"mock_sysfs: {args.command} needs the collection open_gpu_cloud.toolkit importable: run it with "
+              f"PYTHONPATH={COLLECTIONS}", file=sys.stderr)
+        return 2
     try:
         if args.command == "build":
             drivers = {}

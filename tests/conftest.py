@@ -24,11 +24,11 @@ def facts_module():
 
 @pytest.fixture(scope="session")
 def pci_ids_db():
-    """The PCI ID database as Debian ships it (package pci.ids), parsed by module_utils/pci_ids.py."""
+    """The PCI ID database as Debian ships it (package pci.ids), parsed by plugins/module_utils/pci/ids.py."""
     if not os.path.isfile(PCI_IDS):
         pytest.fail(f"{PCI_IDS} is missing: install Debian's pci.ids package (apt-get install -y pci.ids); "
                     "the test set-up does")
-    import ansible.module_utils.pci_ids as pci_ids  # pylint: disable=import-outside-toplevel
+    import ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci.ids as pci_ids  # pylint: disable=import-outside-toplevel
 
     return pci_ids.load(PCI_IDS)
 

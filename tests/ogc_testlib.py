@@ -7,7 +7,6 @@ import importlib.util
 import json
 import os
 import re
-import runpy
 import subprocess
 import sys
 import time
@@ -19,11 +18,14 @@ FIXTURES = os.path.join(ROOT, "fixtures", "hosts")
 COLLECTIONS = os.path.join(ROOT, "collections")
 # The collection's own directory (galaxy.yml, plugins/, its ansible-test tests).
 COLLECTION = os.path.join(COLLECTIONS, "ansible_collections", "open_gpu_cloud", "toolkit")
+# The repository's scripts that import the collection (scripts/mock_sysfs.py, scripts/simulate_reboot.py) find it on
+# PYTHONPATH, as the tests find it through pytest's pythonpath: the environment for running them, and the argv prefix
+# for a command an inventory runs (a reboot's stand-in).
+SCRIPT_ENV = dict(os.environ, PYTHONPATH=COLLECTIONS)
+WITH_COLLECTION = ["env", f"PYTHONPATH={COLLECTIONS}"]
 TESTCLOUD = os.path.join(ROOT, "scripts", "testcloud.sh")
 # The PCI ID database from Debian's pci.ids package (hwdata links its /usr/share/hwdata/pci.ids here).
 PCI_IDS = "/usr/share/misc/pci.ids"
-# The one route to the project's module_utils/ (the controller plugins' and the tests' alike).
-MODULE_UTILS_ROUTE = os.path.join(ROOT, "plugin_utils", "module_utils_route.py")
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
@@ -42,25 +44,9 @@ def openstack_python() -> str:
     return os.path.join(venv, "bin", "python")
 
 
-def join_module_utils() -> None:
-    """Make the repository's module_utils/ part of the ``ansible.module_utils`` package, as ansible.cfg's
-    ``module_utils`` setting does for ansible-playbook, by the route the controller plugins take
-    (plugin_utils/module_utils_route.py): ``ansible.module_utils.<ours>`` imports then load."""
-    runpy.run_path(MODULE_UTILS_ROUTE)
-
-
-def module_util(name: str):
-    """module_utils/<name> of the repository, imported as ``ansible.module_utils.<name>`` (join_module_utils)."""
-    join_module_utils()
-    return importlib.import_module(f"ansible.module_utils.{name}")
-
-
 def load_source(name: str, relpath: str):
-    """Import a module from a file of the repo (library/, filter_plugins/, scripts/).
-
-    The repository's module_utils joins the ``ansible.module_utils`` package first (join_module_utils), so a
-    module importing one of ours loads."""
-    join_module_utils()
+    """Import a module from a file of the repo (library/, filter_plugins/, scripts/). What it imports of the
+    collection (``ansible_collections.open_gpu_cloud.toolkit``) loads plainly: pytest's pythonpath holds COLLECTIONS."""
     spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, relpath))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -68,10 +54,7 @@ def load_source(name: str, relpath: str):
 
 
 def load_library_module(name: str):
-    """Import library/<name>.py (a module of ours) for in-process tests.
-
-    Its `ansible.module_utils.<ours>` imports resolve to the repo's module_utils/, as ansible.cfg's
-    `module_utils = module_utils` makes them for ansible-playbook (load_source joins them)."""
+    """Import library/<name>.py (a module of ours) for in-process tests."""
     return load_source(name, os.path.join("library", name + ".py"))
 
 

@@ -16,7 +16,6 @@ import argparse
 import importlib.util
 import json
 import os
-import runpy
 import statistics
 import subprocess
 import sys
@@ -24,11 +23,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# The module imports the repo's module_utils as ansible.module_utils.* (AnsiballZ packs them for Ansible): the
-# route file the controller plugins run joins them, here and in the module's process.
-MODULE_UTILS_ROUTE = os.path.join(ROOT, "plugin_utils", "module_utils_route.py")
-RUNNER = ("import runpy, sys; runpy.run_path(sys.argv[1]); "
-          "sys.argv = sys.argv[2:]; runpy.run_path(sys.argv[0], run_name='__main__')")
+# The module imports the collection's module_utils (AnsiballZ packs them for Ansible): its process finds them on
+# PYTHONPATH, as this one does (run with PYTHONPATH=collections).
+COLLECTIONS = os.path.join(ROOT, "collections")
 
 
 def load(name, rel):
@@ -52,8 +49,7 @@ def main():
     parser.add_argument("--devices", type=int, nargs="+", default=[1000, 5000, 20000])
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    runpy.run_path(MODULE_UTILS_ROUTE)
-    from ansible.module_utils import pci_ids  # pylint: disable=import-outside-toplevel
+    from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import ids as pci_ids  # pylint: disable=import-outside-toplevel
 
     mock = load("mock_sysfs", "scripts/mock_sysfs.py")
     facts_mod = load("pci_passthrough_facts", "library/pci_passthrough_facts.py")
@@ -74,7 +70,8 @@ def main():
             payload = json.dumps({"ANSIBLE_MODULE_ARGS": {"sysfs_root": sysfs, "procfs_root": procfs}})
 
             def run_module():
-                subprocess.run([sys.executable, "-c", RUNNER, MODULE_UTILS_ROUTE, module_path], input=payload, capture_output=True, text=True, check=True)
+                subprocess.run([sys.executable, module_path], input=payload, capture_output=True, text=True, check=True,
+                               env=dict(os.environ, PYTHONPATH=COLLECTIONS))
 
             t_module = median_seconds(run_module, args.repeat)
             t_plan = median_seconds(lambda: planner.passthrough_plan(facts, {}, "bench"), args.repeat)

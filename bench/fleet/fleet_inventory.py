@@ -69,6 +69,7 @@ def build(count, directory, batch=1, hold=0.0, fixtures=None, interpreter="{{ an
         "passthrough_host_reboot_command": [
             "{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/scripts/timed_command.py",
             "{{ fleet_reboot_log }}", "{{ inventory_hostname }}", "--hold", str(hold), "--",
+            "env", "PYTHONPATH={{ ogc_repo_dir }}/collections",
             "{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/scripts/simulate_reboot.py",
             "{{ ogc_repo_dir }}/fixtures/hosts/{{ demo_fixture }}.yml", "{{ passthrough_host_root }}"],
         # The GPU hosts' own interpreter (the control host's tasks, delegated ones included, keep the default).

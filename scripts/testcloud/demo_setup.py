@@ -1,28 +1,26 @@
 """The demo's set-up beyond its virtualenv: the PCI ID database its plan and reports name devices from.
 
 The plan, the host reports and the health check name each device from the PCI ID database (``pci.ids``, what
-``lspci`` reads; module_utils/pci_ids.py looks where the distributions put it). Without it they show a device by
+``lspci`` reads; plugins/module_utils/pci/ids.py looks where the distributions put it). Without it they show a device by
 class and IDs ("VGA controller 10de:1e07"). The test command's set-up installs Debian's ``pci.ids`` package
 (requirements/debian-packages.txt); this gives the demo's first run the same names, installing that package when no
 database is found, and says what is missing where it cannot (not root, not Debian): the demo then runs on, with IDs.
 
-    python scripts/testcloud/demo_setup.py LOG_DIR
+    PYTHONPATH=collections python scripts/testcloud/demo_setup.py LOG_DIR
 """
 
 import os
-import runpy
 import sys
 
 import debian  # scripts/testcloud/debian.py: Debian packages installed on first use
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# The one list of where the database lives (module_utils/pci_ids.py), read without importing Ansible.
-PCI_IDS = runpy.run_path(os.path.join(ROOT, "module_utils", "pci_ids.py"))
+# The one list of where the database lives (the collection's plugins/module_utils/pci/ids.py, pure Python).
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import ids as pci_ids
 DEBIAN_PACKAGE = "pci.ids"
 DEBIAN_PATH = "/usr/share/misc/pci.ids"
 
 
-def ensure_pci_ids(log, find=PCI_IDS["find"], install=debian.ensure_installed):
+def ensure_pci_ids(log, find=pci_ids.find, install=debian.ensure_installed):
     """The PCI ID database's path, installed first where none is found; a note (str) where it cannot be."""
     found = find()
     if found:
@@ -30,7 +28,7 @@ def ensure_pci_ids(log, find=PCI_IDS["find"], install=debian.ensure_installed):
     try:
         install([DEBIAN_PATH], [DEBIAN_PACKAGE], log, access=os.R_OK)
     except debian.PackageError as exc:
-        return None, (f"demo: no PCI ID database ({', '.join(PCI_IDS['DEFAULT_PATHS'])}), so the plan and reports "
+        return None, (f"demo: no PCI ID database ({', '.join(pci_ids.DEFAULT_PATHS)}), so the plan and reports "
                       f"name devices by class and IDs: {exc}")
     return find(), None
 

@@ -15,14 +15,14 @@ import time
 import pytest
 import yaml
 
-from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, load_source, module_util
+from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, load_source
 
 pytestmark = pytest.mark.integration
 
 fleet = load_source("fleet_inventory", os.path.join("bench", "fleet", "fleet_inventory.py"))
-ident = module_util("coordination.identity")
-be = module_util("coordination.backend")
-slots_api = module_util("coordination.slots")
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import identity as ident
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import backend as be
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import slots as slots_api
 # The reboots' own timestamps (scripts/timed_command.py) and how many overlapped: bench/fleet/slices.py's reading.
 _slices = load_source("slices", os.path.join("bench", "fleet", "slices.py"))
 reboots, most_at_once = _slices.reboots, _slices.most_at_once

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ogc_testlib import SCRIPT_ENV, WITH_COLLECTION
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 from etcd_server import EtcdServer  # noqa: E402  pylint: disable=wrong-import-position
 
@@ -188,7 +190,8 @@ def run(tmp_path_factory, bmc, etcd):
         state.mkdir(parents=True)
         fixture_path = base / (safe + ".yml")
         fixture_path.write_text(yaml.safe_dump(fix))
-        subprocess.run([PY, str(REPO / "scripts" / "mock_sysfs.py"), "build", str(fixture_path), str(root)], check=True)
+        subprocess.run([PY, str(REPO / "scripts" / "mock_sysfs.py"), "build", str(fixture_path), str(root)], check=True,
+                       env=SCRIPT_ENV)
         record = [PY, str(REPO / "scripts" / "record_command.py"), str(state / "calls.jsonl")]
         boot_config = [PY, str(REPO / "scripts" / "simulate_boot_config.py"), str(state / "calls.jsonl"), str(root)]
         hostvars = {
@@ -202,7 +205,7 @@ def run(tmp_path_factory, bmc, etcd):
             "passthrough_host_allow_reboot": True,
             "passthrough_host_boot_config_command": boot_config + ["update-grub"],
             "passthrough_host_initramfs_command": record + ["update-initramfs", "-u", "-k", "all"],
-            "passthrough_host_reboot_command": [PY, str(REPO / "scripts" / "simulate_reboot.py"), str(fixture_path), str(root)],
+            "passthrough_host_reboot_command": [*WITH_COLLECTION, PY, str(REPO / "scripts" / "simulate_reboot.py"), str(fixture_path), str(root)],
         }
         if name.startswith("bmc-"):
             hostvars.update(passthrough_host_bmc_address=bmc, passthrough_host_bmc_username="ogc-admin",
@@ -214,7 +217,7 @@ def run(tmp_path_factory, bmc, etcd):
         if hostvars["passthrough_host_reboot_command"] == "AS-SEED":
             after = base / (safe + "-after-reboot.yml")
             after.write_text(yaml.safe_dump(fixture("seed-v100")))
-            hostvars["passthrough_host_reboot_command"] = [PY, str(REPO / "scripts" / "simulate_reboot.py"), str(after),
+            hostvars["passthrough_host_reboot_command"] = [*WITH_COLLECTION, PY, str(REPO / "scripts" / "simulate_reboot.py"), str(after),
                                                            str(root)]
         if hostvars["passthrough_host_reboot_command"] == "NO-EFFECT":
             hostvars["passthrough_host_reboot_command"] = [
@@ -375,7 +378,7 @@ class Ctx:
         fix = yaml.safe_load(self.fixture.read_text())
         change(fix)
         self.fixture.write_text(yaml.safe_dump(fix))
-        subprocess.run([PY, str(REPO / "scripts" / "simulate_reboot.py"), str(self.fixture), str(self.root)],
+        subprocess.run([*WITH_COLLECTION, PY, str(REPO / "scripts" / "simulate_reboot.py"), str(self.fixture), str(self.root)],
                        check=True)
 
     def grub(self, text):
@@ -397,7 +400,7 @@ SEED_GRUB = yaml.safe_load((REPO / "fixtures" / "hosts" / "seed-v100.yml").read_
 
 
 def _seed_reboot(ctx):
-    ctx.set(passthrough_host_reboot_command=[PY, str(REPO / "scripts" / "simulate_reboot.py"), str(ctx.fixture),
+    ctx.set(passthrough_host_reboot_command=[*WITH_COLLECTION, PY, str(REPO / "scripts" / "simulate_reboot.py"), str(ctx.fixture),
                                              str(ctx.root)])
 
 

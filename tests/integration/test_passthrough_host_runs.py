@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT
+from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, SCRIPT_ENV, WITH_COLLECTION
 
 pytestmark = pytest.mark.integration
 
@@ -44,7 +44,8 @@ def sandbox(base: Path, tool_wrapper=None):
     state.mkdir(parents=True)
     fixture = base / "h1.yml"
     shutil.copy(REPO / "fixtures" / "hosts" / "seed-v100.yml", fixture)
-    subprocess.run([PY, str(REPO / "scripts" / "mock_sysfs.py"), "build", str(fixture), str(root)], check=True)
+    subprocess.run([PY, str(REPO / "scripts" / "mock_sysfs.py"), "build", str(fixture), str(root)], check=True,
+                   env=SCRIPT_ENV)
     wrap = tool_wrapper or (lambda name: [PY, str(HELPERS / "kill_points.py"), name, "--"])
     calls = str(state / "calls.jsonl")
     hostvars = {
@@ -58,7 +59,7 @@ def sandbox(base: Path, tool_wrapper=None):
         "passthrough_host_initramfs_command": wrap("update-initramfs") + [
             PY, str(REPO / "scripts" / "record_command.py"), calls, "update-initramfs", "-u", "-k", "all"],
         "passthrough_host_reboot_command": wrap("reboot") + [
-            PY, str(REPO / "scripts" / "simulate_reboot.py"), str(fixture), str(root)],
+            *WITH_COLLECTION, PY, str(REPO / "scripts" / "simulate_reboot.py"), str(fixture), str(root)],
     }
     inventory = base / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"all": {"children": {"gpu_hosts": {"hosts": {"h1": hostvars}}}}}))

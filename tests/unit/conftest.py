@@ -8,20 +8,14 @@ from unittest import mock
 
 import pytest
 
-from ogc_testlib import join_module_utils
-
-# The modules import `ansible.module_utils.openstack_cloud`: make the repo's module_utils part of that
-# package, as ansible.cfg's `module_utils = module_utils` does for ansible-playbook.
-join_module_utils()
-
-from ansible.module_utils.testing import patch_module_args  # noqa: E402  pylint: disable=wrong-import-position
+from ansible.module_utils.testing import patch_module_args
 
 
 @pytest.fixture
 def conn():
     """The mocked openstacksdk connection every module run gets from openstack.connect()."""
     connection = mock.MagicMock(name="conn")
-    with mock.patch("ansible.module_utils.openstack_cloud.openstack.connect", return_value=connection) as connect:
+    with mock.patch("ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.openstack.openstack.connect", return_value=connection) as connect:
         connection.connect_mock = connect
         yield connection
 

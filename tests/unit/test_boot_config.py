@@ -1,5 +1,5 @@
-"""Unit and property tests for module_utils/boot_config.py (how the distributions build the default
-entry's line and where an edit takes effect) and module_utils/host_state.py (pending steps, reboot
+"""Unit and property tests for plugins/module_utils/host/boot_config.py (how the distributions build the default
+entry's line and where an edit takes effect) and plugins/module_utils/host/state.py (pending steps, reboot
 decisions). The shell's own reading of the files (bash sourcing them as grub-mkconfig does) is the
 reference the model is checked against."""
 
@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from ansible.module_utils import boot_config as bc
-from ansible.module_utils import host_state as hs
-from ansible.module_utils import kernel_cmdline as kc
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.host import boot_config as bc
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.host import state as hs
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.host import kernel_cmdline as kc
 
 GRUB = "/etc/default/grub"
 
@@ -356,7 +356,7 @@ def test_state_is_written_ahead_durably_and_records_what_the_tool_generated_from
 
 
 def test_other_boot_mechanisms_are_found_and_grubs_own_files_are_not(tmp_path):
-    from ansible.module_utils import boot_files as bf
+    from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.host import boot_files as bf
     (tmp_path / "etc/kernel").mkdir(parents=True)
     (tmp_path / "etc/kernel/cmdline").write_text("root=/dev/x ro\n")
     assert bf.other_boot_mechanisms(str(tmp_path), "RedHat") == []       # grub2-mkconfig --update-bls-cmdline's own

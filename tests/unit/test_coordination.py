@@ -1,4 +1,4 @@
-"""The coordination layer's rules (module_utils/coordination/): identities as digests, the lease rules of a record,
+"""The coordination layer's rules (plugins/module_utils/coordination/): identities as digests, the lease rules of a record,
 the reboot slots of a wave, the directory backend and the keeper's loop - examples, and a stateful property test
 that drives the lock and the slots through random interleavings of take, renew, expire, release and crash. The
 same slot rules on a real etcd are in tests/integration/coordination/."""
@@ -15,14 +15,13 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from ogc_testlib import module_util
 
-ident = module_util("coordination.identity")
-leases = module_util("coordination.leases")
-be = module_util("coordination.backend")
-slots = module_util("coordination.slots")
-keeper = module_util("coordination.keeper")
-hl = module_util("coordination.host_lock")
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import identity as ident
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import leases
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import backend as be
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import slots
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import keeper
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import host_lock as hl
 
 
 def run_of(name, controller="ctl-a", pid=1):

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from ogc_testlib import ROOT
+from ogc_testlib import COLLECTIONS, ROOT
 
 SCRIPT = os.path.join(ROOT, "scripts", "testcloud", "demo_setup.py")
 
@@ -65,6 +65,7 @@ def test_the_real_installer_takes_a_readable_data_file_as_installed(demo_setup, 
 
 
 def test_the_script_runs_and_exits_0_where_the_database_is(tmp_path):
+    # As scripts/demo.sh runs it: the collection it reads the database's paths from on PYTHONPATH.
     proc = subprocess.run([sys.executable, SCRIPT, str(tmp_path)], capture_output=True, text=True, check=False,
-                          timeout=60)
+                          timeout=60, env=dict(os.environ, PYTHONPATH=COLLECTIONS))
     assert proc.returncode == 0, proc.stderr

@@ -36,7 +36,7 @@ BUNDLE = os.path.join(sysconfig.get_paths()["purelib"], "ansible_collections")
 KOLLA_REQUIREMENTS = os.path.join(sys.prefix, "share", "kolla-ansible", "requirements-core.yml")
 # Where the project's Ansible content names modules, filters, tests, lookups and callbacks.
 CONTENT = ("site.yml", "ansible.cfg", "playbooks", "roles", "templates", "group_vars", "inventory", "library",
-           "module_utils", "action_plugins", "filter_plugins", "callback_plugins", "vars_plugins")
+           "collections", "action_plugins", "filter_plugins", "callback_plugins", "vars_plugins")
 FQCN = re.compile(r"(?<![\w.])([a-z_][a-z0-9_]*)\.([a-z_][a-z0-9_]*)\.[a-z_][a-z0-9_]*(?![\w])")
 # Python code reaches a collection through its package; `ansible.utils.vars` there is ansible-core's own module.
 PYTHON_COLLECTION = re.compile(r"\bansible_collections\.([a-z_][a-z0-9_]*)\.([a-z_][a-z0-9_]*)")

@@ -1,4 +1,4 @@
-"""filter_plugins/fleet_report.py over module_utils/passthrough/fleet.py: the report's data from the loaded plans
+"""filter_plugins/fleet_report.py over plugins/module_utils/passthrough/fleet.py: the report's data from the loaded plans
 ({host: {facts, plan}}, as roles/passthrough tasks/load.yml sets them), the hosts without one and health results."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""module_utils/host_files.py and library/host_files.py: the vfio phase's files in one module run. Written on
+"""plugins/module_utils/host/files.py and library/host_files.py: the vfio phase's files in one module run. Written on
 real directories under tmp_path; the marked block is compared with what ansible.builtin.blockinfile itself
 writes; writing the same desired files twice changes nothing the second time (hypothesis)."""
 

@@ -1,4 +1,4 @@
-"""The host phase's lock on the GPU host: module_utils/coordination/host_lock.py's HOST_SCRIPT (taken, renewed,
+"""The host phase's lock on the GPU host: plugins/module_utils/coordination/host_lock.py's HOST_SCRIPT (taken, renewed,
 released, taken over only as judged, under a flock on the host, paths checked) and ``exchange``, the lease rules
 the action plugin applies to what the host reports. Real runs that overlap or die are in
 tests/integration/test_passthrough_host_runs.py."""
@@ -10,11 +10,11 @@ import subprocess
 
 import pytest
 
-from ogc_testlib import load_source, module_util
+from ogc_testlib import load_source
 
-hl = module_util("coordination.host_lock")
-ident = module_util("coordination.identity")
-leases = module_util("coordination.leases")
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import host_lock as hl
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import identity as ident
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import leases
 action = load_source("host_lock_action", "action_plugins/host_lock.py")
 LOCK = "var/lib/open-gpu-cloud/passthrough_host.lock"
 STATE = "var/lib/open-gpu-cloud/passthrough_host.json"

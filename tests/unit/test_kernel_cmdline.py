@@ -1,4 +1,4 @@
-"""The kernel command-line model (module_utils/kernel_cmdline.py): examples from real lines, every
+"""The kernel command-line model (plugins/module_utils/host/kernel_cmdline.py): examples from real lines, every
 refusal, and the editing contract as properties over generated lines and plans."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible.module_utils import kernel_cmdline as kc
-from ansible.module_utils.kernel_cmdline import CmdlineError
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.host import kernel_cmdline as kc
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.host.kernel_cmdline import CmdlineError
 
 UBUNTU_PROC = ("BOOT_IMAGE=/vmlinuz-6.8.0-45-generic root=UUID=0f4c1e2a-6f0e-4b8e-9d55-3c3a1f7b2c11 ro "
                "console=tty1 console=ttyS0")

@@ -1,4 +1,4 @@
-"""module_utils/locations.py (host names as file names, absolute paths, writable directories, the BMC address) and
+"""plugins/module_utils/common/locations.py (host names as file names, absolute paths, writable directories, the BMC address) and
 the filters the roles check them with (filter_plugins/ogc_inputs.py, passthrough_host_checks.py)."""
 
 import os
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible.module_utils import locations
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.common import locations
 from ogc_testlib import load_source
 
 inputs = load_source("ogc_inputs", "filter_plugins/ogc_inputs.py")

@@ -1,4 +1,4 @@
-"""module_utils/passthrough/ (imported through the planner's filter module, the `planner` fixture, which
+"""plugins/module_utils/passthrough/ (imported through the planner's filter module, the `planner` fixture, which
 joins module_utils/): pure logic that raises its own PlanError, and filters that are thin adapters
 over it (filter_plugins/passthrough_plan.py), word for word."""
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ogc_testlib import ROOT
+from ogc_testlib import COLLECTION, ROOT
 
 # Policies and facts of every shape, well formed or not: numbers for ids, unknown keys, non-booleans.
 _values = st.one_of(st.none(), st.booleans(), st.integers(-2, 5000), st.text(max_size=12),
@@ -27,7 +27,9 @@ _facts = st.one_of(_values, st.fixed_dictionaries({"devices": st.just([]), "iomm
 
 
 def test_the_package_knows_nothing_of_ansible_errors():
-    for path in glob.glob(os.path.join(ROOT, "module_utils", "passthrough", "*.py")):
+    paths = glob.glob(os.path.join(COLLECTION, "plugins", "module_utils", "passthrough", "*.py"))
+    assert len(paths) >= 7
+    for path in paths:
         with open(path, encoding="utf-8") as handle:
             assert "ansible.errors" not in handle.read(), path
 
@@ -35,8 +37,8 @@ def test_the_package_knows_nothing_of_ansible_errors():
 @settings(max_examples=150, deadline=None)
 @given(facts=_facts, policy=_policies)
 def test_the_filter_raises_exactly_what_the_planner_raises(planner, facts, policy):
-    from ansible.module_utils.passthrough import PlanError  # pylint: disable=import-outside-toplevel
-    from ansible.module_utils.passthrough.planner import passthrough_plan  # pylint: disable=import-outside-toplevel
+    from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough import PlanError  # pylint: disable=import-outside-toplevel
+    from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough.planner import passthrough_plan  # pylint: disable=import-outside-toplevel
     try:
         expected = passthrough_plan(facts, policy, "h1")
     except PlanError as exc:

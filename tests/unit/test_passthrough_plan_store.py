@@ -189,7 +189,7 @@ def test_plans_only_takes_the_plans_of_the_loaded_plans(planner, host_facts):
     ({"h": "x"}, "passthrough_plans_only: host h: 'x' is not a loaded plan {facts, plan}"),
 ])
 def test_plans_only_refuses_other_shapes(planner, loaded, message):
-    from ansible.module_utils.passthrough import PlanError, store  # pylint: disable=import-outside-toplevel
+    from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough import PlanError, store  # pylint: disable=import-outside-toplevel
     with pytest.raises(planner.AnsibleFilterError) as caught:
         planner.plans_only(loaded)
     with pytest.raises(PlanError) as pure:

@@ -1,4 +1,4 @@
-"""verify(facts, plan) -> problems (module_utils/passthrough_verify.py, filter passthrough_verify): one example
+"""verify(facts, plan) -> problems (plugins/module_utils/passthrough/verify.py, filter passthrough_verify): one example
 per cause on fixture hosts, the shared bridge rule, bad input, and properties over generated hosts."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from ogc_testlib import load_source
 
 planner = load_source("passthrough_plan", "filter_plugins/passthrough_plan.py")
-from ansible.module_utils import passthrough_verify  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough import verify as passthrough_verify  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def bound(facts, plan):

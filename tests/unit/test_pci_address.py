@@ -1,4 +1,4 @@
-"""module_utils/pci_address.py: the one rule for PCI addresses and ids, and that every reader uses it."""
+"""plugins/module_utils/pci/address.py: the one rule for PCI addresses and ids, and that every reader uses it."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import re
 import pytest
 from hypothesis import given, strategies as st
 
-from ogc_testlib import ROOT, module_util
+from ogc_testlib import COLLECTION, ROOT
 
-pci_address = module_util("pci_address")
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import address as pci_address
 
 HEX = "0123456789abcdef"
 hexes = lambda n: st.text(alphabet=HEX, min_size=n, max_size=n)  # noqa: E731
@@ -47,7 +47,7 @@ def test_ids():
 def test_no_reader_keeps_its_own_address_pattern():
     """Discovery, the planner, the Nova filter and the fixture builder take the rule from pci_address."""
     own = re.compile(r"\{4\}:\[0-9a-f(A-F)?\]\{2\}:")
-    for path in ("library/pci_passthrough_facts.py", "module_utils/passthrough/policy.py",
+    for path in ("library/pci_passthrough_facts.py", os.path.join(COLLECTION, "plugins/module_utils/passthrough/policy.py"),
                  "filter_plugins/nova_pci.py", "scripts/mock_sysfs.py"):
         with open(os.path.join(ROOT, path), encoding="utf-8") as handle:
             text = handle.read()

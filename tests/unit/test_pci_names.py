@@ -1,5 +1,5 @@
-"""Model names from the PCI ID database (module_utils/pci_ids.py) and Nova alias names
-(module_utils/pci_alias.py): the real Debian pci.ids, Nova's own code as the judge of alias names,
+"""Model names from the PCI ID database (plugins/module_utils/pci/ids.py) and Nova alias names
+(plugins/module_utils/pci/alias.py): the real Debian pci.ids, Nova's own code as the judge of alias names,
 and property tests for the pure logic."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from ogc_testlib import PCI_IDS, ROOT, openstack_python
 
-import ansible.module_utils.pci_alias as pci_alias  # noqa: E402  (module_utils is on the path: tests/unit/conftest.py)
-import ansible.module_utils.pci_ids as pci_ids  # noqa: E402
+import ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci.alias as pci_alias  # noqa: E402  (module_utils is on the path: tests/unit/conftest.py)
+import ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci.ids as pci_ids  # noqa: E402
 
 
 # --- the real database -------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from ogc_testlib import COLLECTIONS, MODULE_UTILS_ROUTE, PCI_IDS, ROOT
+from ogc_testlib import COLLECTIONS, PCI_IDS, ROOT
 
 
 def test_seed_server_facts(host_facts):
@@ -230,12 +230,6 @@ def test_broken_trees_fail_with_the_path_and_the_fix(copy_of, facts_module, brea
         facts_module.discover(str(root / "sys"), str(root / "proc"))
 
 
-# Runs the module file as __main__ with the repo's module_utils/ in ansible.module_utils (joined by the route
-# file, plugin_utils/module_utils_route.py), as AnsiballZ packs them for ansible-playbook.
-RUNNER = ("import runpy, sys; runpy.run_path(sys.argv[1]); "
-          "sys.argv = sys.argv[2:]; runpy.run_path(sys.argv[0], run_name='__main__')")
-
-
 # ---------------------------------------------------------------------------------------------
 # Captured trees are untrusted: links out of the tree and non-regular attribute files are refused,
 # with a short message that names the path and never what a file holds; a FIFO never hangs discovery.
@@ -344,8 +338,7 @@ def run_module(args: dict) -> tuple[int, dict, str]:
     """Run the module the way Ansible does (JSON arguments), return rc, parsed result, stderr."""
     # The collection's module_utils it imports, as AnsiballZ packs them.
     env = dict(os.environ, PYTHONPATH=COLLECTIONS)
-    proc = subprocess.run([sys.executable, "-c", RUNNER, MODULE_UTILS_ROUTE,
-                           os.path.join(ROOT, "library", "pci_passthrough_facts.py")],
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "library", "pci_passthrough_facts.py")],
                           input=json.dumps({"ANSIBLE_MODULE_ARGS": args}), capture_output=True, text=True,
                           env=env, timeout=60, check=False)
     return proc.returncode, json.loads(proc.stdout), proc.stderr

@@ -1,4 +1,4 @@
-"""module_utils/pci_placement.py: releases, the names devices get in Placement, when the scheduler may switch.
+"""plugins/module_utils/nova/placement.py: releases, the names devices get in Placement, when the scheduler may switch.
 
 Examples, properties (hypothesis), and the names compared with Nova's own normalisation (the OpenStack services
 venv, built or waited for: never skipped)."""
@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ogc_testlib import module_util, openstack_python
+from ogc_testlib import openstack_python
 
-pp = module_util("pci_placement")
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.nova import placement as pp
 
 
 @pytest.mark.parametrize("release, expected", [

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ogc_testlib import load_source, module_util
+from ogc_testlib import load_source
 
-ident = module_util("coordination.identity")
-leases = module_util("coordination.leases")
-be = module_util("coordination.backend")
-slots = module_util("coordination.slots")
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import identity as ident
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import leases
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import backend as be
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import slots
 action = load_source("reboot_slot_action", "action_plugins/reboot_slot.py")
 waves = load_source("reboot_waves", "filter_plugins/reboot_waves.py")
 

@@ -1,4 +1,4 @@
-"""module_utils/redact.py: credentials on kernel lines masked wherever they are stored or shown, and a known secret
+"""plugins/module_utils/common/redact.py: credentials on kernel lines masked wherever they are stored or shown, and a known secret
 masked as a token (never as a substring)."""
 
 import string
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible.module_utils import kernel_cmdline as kc
-from ansible.module_utils import redact
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.host import kernel_cmdline as kc
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.common import redact
 
 MASK = redact.MASK
 

@@ -95,12 +95,8 @@ def kept(name: str) -> dict:
 
 def grub_default_line(files: dict) -> list[str]:
     """The default entry's line in the server's generated /boot/grub/grub.cfg, as GRUB passes it to the kernel:
-    BOOT_IMAGE= and the linux line's arguments (module_utils/boot_config.py reads it the same way)."""
-    import ansible.module_utils  # pylint: disable=import-outside-toplevel
-
-    if str(REPO / "module_utils") not in ansible.module_utils.__path__:
-        ansible.module_utils.__path__.append(str(REPO / "module_utils"))
-    from ansible.module_utils import boot_config  # pylint: disable=import-outside-toplevel
+    BOOT_IMAGE= and the linux line's arguments (plugins/module_utils/host/boot_config.py reads it the same way)."""
+    from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.host import boot_config  # pylint: disable=import-outside-toplevel
 
     text = files["/boot/grub/grub.cfg"]
     image = re.search(r"^\s*linux\s+(\S+)", text, re.M).group(1)
@@ -158,10 +154,12 @@ def simulated_reboot(tmp: Path, booted_from: dict, configured: dict) -> tuple[li
     written = {p: t for p, t in configured["files"].items()
                if p.startswith(("/etc/modprobe.d/", "/usr/local/sbin/", "/boot/grub/"))}
     subprocess.run([sys.executable, str(REPO / "scripts" / "mock_sysfs.py"), "build", str(fixture), str(root)],
-                   check=True, capture_output=True, text=True)
+                   check=True, capture_output=True, text=True,
+                   env={**os.environ, "PYTHONPATH": str(REPO / "collections")})
     write_tree(root, written, booted_from["cmdline"])
     subprocess.run([sys.executable, str(REPO / "scripts" / "simulate_reboot.py"), str(fixture), str(root)],
-                   check=True, capture_output=True, text=True)
+                   check=True, capture_output=True, text=True,
+                   env={**os.environ, "PYTHONPATH": str(REPO / "collections")})
     devices = root / "sys" / "bus" / "pci" / "devices"
     drivers = {d.name: (os.path.basename(os.readlink(d / "driver")) if (d / "driver").is_symlink() else None)
                for d in sorted(devices.iterdir())}

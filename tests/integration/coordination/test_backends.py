@@ -16,18 +16,18 @@ import time
 
 import pytest
 
-from ogc_testlib import ROOT, module_util
+from ogc_testlib import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "helpers"))
 from etcd_server import EtcdServer  # noqa: E402  pylint: disable=wrong-import-position
 
 pytestmark = pytest.mark.integration
 
-ident = module_util("coordination.identity")
-leases = module_util("coordination.leases")
-be = module_util("coordination.backend")
-slots = module_util("coordination.slots")
-keeper = module_util("coordination.keeper")
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import identity as ident
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import leases
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import backend as be
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import slots
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import keeper
 
 TTL = 5  # seconds: above etcd's least lease TTL, short enough to wait for
 

@@ -28,7 +28,7 @@ import urllib.request
 import pytest
 import yaml
 
-from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, load_source, module_util
+from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, WITH_COLLECTION, load_source
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "helpers"))
 from etcd_server import EtcdServer  # noqa: E402  pylint: disable=wrong-import-position
@@ -38,7 +38,7 @@ pytestmark = pytest.mark.integration
 fleet = load_source("fleet_inventory", os.path.join("bench", "fleet", "fleet_inventory.py"))
 _slices = load_source("slices", os.path.join("bench", "fleet", "slices.py"))
 reboots, most_at_once = _slices.reboots, _slices.most_at_once
-be = module_util("coordination.backend")
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import backend as be
 PLAYBOOK = os.path.join(ROOT, "bench", "fleet", "plan_host.yml")
 LEASE_TTL = 10
 
@@ -182,7 +182,7 @@ def test_the_service_stopped_mid_wave_starts_no_reboot_fails_naming_it_and_leave
             "{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/scripts/timed_command.py", "{{ fleet_reboot_log }}",
             "{{ inventory_hostname }}", "--",
             "sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.2; done; exec \"$@\"", "reboot",
-            "{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/scripts/simulate_reboot.py",
+            *WITH_COLLECTION, "{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/scripts/simulate_reboot.py",
             "{{ ogc_repo_dir }}/fixtures/hosts/{{ demo_fixture }}.yml", "{{ passthrough_host_root }}"]}, handle)
     logs = [os.path.join(directory, f"control-{n}.log") for n in (1, 2)]
     first = start(controls[0], 1, logs[0])

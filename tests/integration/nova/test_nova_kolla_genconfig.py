@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from nova_helpers import ROOT, run_playbook
-from ogc_testlib import module_util
+from ogc_testlib import SCRIPT_ENV
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +46,7 @@ def rendered(tmp_path_factory):
         root = tmp / "hosts" / host
         subprocess.run([sys.executable, str(ROOT / "scripts/mock_sysfs.py"), "build",
                         str(ROOT / "fixtures/hosts" / (fixture + ".yml")), str(root)],
-                       check=True, capture_output=True, text=True)
+                       check=True, capture_output=True, text=True, env=SCRIPT_ENV)
         gpu[host] = dict(local, passthrough_host_root=str(root), passthrough_sysfs_root=str(root / "sys"),
                          passthrough_procfs_root=str(root / "proc"))
     inv = tmp / "inventory.json"
@@ -104,11 +104,11 @@ def planned_aliases(plans):
     return out
 
 
-PCI_PLACEMENT = module_util("pci_placement")
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.nova import placement as PCI_PLACEMENT
 
 
 def resource_class(alias_name):
-    """The resource class nova_pci_config names a model's devices with (module_utils/pci_placement.py)."""
+    """The resource class nova_pci_config names a model's devices with (plugins/module_utils/nova/placement.py)."""
     return PCI_PLACEMENT.resource_class(alias_name)
 
 

@@ -24,7 +24,7 @@ def seed_host(tmp_path):
     root = tmp_path / "seed"
     fixture = mock_sysfs.load_fixture(os.path.join(FIXTURES, "seed-v100.yml"))
     mock_sysfs.build_tree(fixture, str(root))
-    import ansible.module_utils.pci_ids as pci_ids  # pylint: disable=import-outside-toplevel
+    import ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci.ids as pci_ids  # pylint: disable=import-outside-toplevel
 
     database = pci_ids.load(PCI_IDS)  # as discovery on the host names the devices
     plan = planner.passthrough_plan(facts_module.discover(str(root / "sys"), str(root / "proc"), database), {}, "seed")

@@ -30,7 +30,7 @@ def os_images():
 
 @pytest.fixture(scope="session")
 def cloud_utils():
-    import ansible.module_utils.openstack_cloud as utils  # pylint: disable=import-outside-toplevel
+    import ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.openstack as utils  # pylint: disable=import-outside-toplevel
 
     return utils
 

@@ -1,5 +1,5 @@
 """A misspelt key of a cloud module's auth dict (``passwrd``): refused by name, its value never printed - not in the
-message, not in the module arguments Ansible echoes back at -vvv (module_utils/openstack_cloud.py)."""
+message, not in the module arguments Ansible echoes back at -vvv (plugins/module_utils/cloud/openstack.py)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,13 @@
 """CloudModule.call: an idempotent call is repeated after an HTTP 502/503/504 (the service briefly unavailable), a
 bounded number of times; anything else, a 500 included, fails at once through fail_sdk
-(module_utils/openstack_cloud.py)."""
+(plugins/module_utils/cloud/openstack.py)."""
 
 from __future__ import annotations
 
 import pytest
 from openstack import exceptions as sdk_exceptions
 
-from ansible.module_utils import openstack_cloud as oc
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud import openstack as oc
 
 
 class Failed(Exception):

@@ -6,7 +6,7 @@ import json
 from types import SimpleNamespace
 
 import pytest
-from ansible.module_utils import cloud_access
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud import access as cloud_access
 
 MARK = "managed by open-gpu-cloud allow-list"
 WRITES = ("create_project", "update_project", "create_user", "update_user", "assign_project_role_to_user",

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from unittest import mock
 
 import pytest
-from ansible.module_utils import cloud_flavors
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud import flavors as cloud_flavors
 
 
 def flavor(name, vcpus=4, ram=2048, disk=20, ephemeral=0, swap=0, is_public=True, extra_specs=None,

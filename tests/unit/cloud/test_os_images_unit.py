@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from unittest import mock
 
 import pytest
-from ansible.module_utils import cloud_images
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud import images as cloud_images
 
 DATA = b"raw image data " * 1000
 SHA = hashlib.sha256(DATA).hexdigest()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from ansible.module_utils import cloud_quotas
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud import quotas as cloud_quotas
 
 QUOTA_WRITES = ("update_quota_class_set", "update_quota_set")
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import copy
 
-from ansible.module_utils import cloud_access, cloud_flavors, cloud_images, cloud_quotas
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud import access as cloud_access
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud import flavors as cloud_flavors
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud import images as cloud_images
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud import quotas as cloud_quotas
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

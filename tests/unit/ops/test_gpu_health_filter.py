@@ -190,7 +190,7 @@ def test_both_sides_compared_property(planned, offered):
 def test_alerts_are_the_verifiers_problems(seed):
     """Health asks passthrough_verify (the host role's check) and adds only its own count: a group-mate on a
     host driver, which health did not look at before, is the verifier's problem and so an alert here."""
-    from ansible.module_utils import passthrough_verify  # pylint: disable=import-outside-toplevel
+    from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough import verify as passthrough_verify  # pylint: disable=import-outside-toplevel
 
     _facts, bound, plan = seed
     now = copy.deepcopy(bound)
@@ -209,9 +209,9 @@ RC = "CUSTOM_PCI_10DE_1DB4"
 
 
 def placement(hypervisor, devices, servers=(), migrations=None):
-    """os_pci_inventory's result (its pure part, module_utils/pci_inventory.py) for a hypervisor whose device
+    """os_pci_inventory's result (its pure part, plugins/module_utils/nova/pci_inventory.py) for a hypervisor whose device
     providers are ``{address: {reserved, one_time_use, consumers: [uuid]}}``, as Placement and Nova answer."""
-    from ansible.module_utils import pci_inventory  # pylint: disable=import-outside-toplevel
+    from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.nova import pci_inventory  # pylint: disable=import-outside-toplevel
 
     providers = [{"uuid": "cn", "name": hypervisor, "root_provider_uuid": "cn"}]
     inventories, usages, traits, allocations = {"cn": {"VCPU": {"total": 64, "reserved": 0}}}, {}, {}, {}

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from ogc_testlib import load_library_module
 
 import ansible.module_utils  # noqa: F401  (tests/unit/conftest.py adds the repo's module_utils to it)
-from ansible.module_utils import compute_drain  # noqa: E402
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.ops import compute_drain  # noqa: E402
 
 UTC = datetime.timezone.utc
 NOW = datetime.datetime(2026, 11, 21, 12, tzinfo=UTC)

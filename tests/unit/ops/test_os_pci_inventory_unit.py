@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from ogc_testlib import load_library_module
 
 import ansible.module_utils  # noqa: F401  (tests/unit/conftest.py adds the repo's module_utils to it)
-from ansible.module_utils import pci_inventory  # noqa: E402
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.nova import pci_inventory  # noqa: E402
 
 RC = "CUSTOM_PCI_10DE_1DB4"
 OTU = "HW_PCI_ONE_TIME_USE"

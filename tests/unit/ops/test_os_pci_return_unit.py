@@ -1,5 +1,5 @@
 """Returning one-time-use GPUs: os_pci_return's pure rule (judge) and its exact Placement calls (SDK mocked: check
-mode, idempotence, refusals, generation conflicts, the diff), and the playbook's pure steps (module_utils/pci_return.py
+mode, idempotence, refusals, generation conflicts, the diff), and the playbook's pure steps (plugins/module_utils/ops/pci_return.py
 through filter_plugins/return_gpus.py). The same against the real Placement: tests/integration/ops/test_return_gpus.py.
 """
 
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from ogc_testlib import load_library_module, load_source
 
 import ansible.module_utils  # noqa: F401  (tests/unit/conftest.py adds the repo's module_utils to it)
-from ansible.module_utils import pci_return  # noqa: E402
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.ops import pci_return  # noqa: E402
 
 RC = "CUSTOM_PCI_10DE_1DB4"
 OTU = "HW_PCI_ONE_TIME_USE"

@@ -6,7 +6,8 @@ import datetime
 from types import SimpleNamespace
 
 import pytest
-from ansible.module_utils import pci_inventory, server_lifetimes
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.nova import pci_inventory
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.ops import server_lifetimes
 from openstack import exceptions as sdk_exceptions
 
 NOW = "2026-11-21T12:00:00Z"

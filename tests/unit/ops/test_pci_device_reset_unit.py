@@ -1,4 +1,4 @@
-"""pci_device_reset: the pure rule (module_utils/pci_reset.py: decide, holds; examples and properties) and the module
+"""pci_device_reset: the pure rule (plugins/module_utils/pci/reset.py: decide, holds; examples and properties) and the module
 on sandbox hosts built by scripts/mock_sysfs.py from the seed V100 fixture (the kernel's layout): check mode writes
 nothing, a real run writes 1 to reset, and every reason not to (not on vfio-pci, held open, no usable reset, a link
 out of the tree) skips the device with what to do. The playbook around it: tests/integration/ops/test_return_gpus.py.
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from ogc_testlib import FIXTURES, load_library_module
 
 import ansible.module_utils  # noqa: F401  (tests/unit/conftest.py adds the repo's module_utils to it)
-from ansible.module_utils import pci_reset  # noqa: E402
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import reset as pci_reset  # noqa: E402
 
 RC = "CUSTOM_PCI_10DE_1DB4"
 UUID = "5c3f0e1a-0b7e-4bb1-9a53-5a4c4f0c2c11"

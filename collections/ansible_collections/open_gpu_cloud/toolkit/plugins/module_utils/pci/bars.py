@@ -4,7 +4,7 @@
 """A PCI function's memory windows (BARs), as the kernel shows them in sysfs, and what a guest needs to map them.
 
 The one place for these rules: discovery (``library/pci_passthrough_facts.py``) parses with ``parse_resource``,
-the planner (``module_utils/passthrough/planner.py``) derives ``window_facts`` and ``guest_phys_bits_needed``, the
+the planner (``plugins/module_utils/passthrough/planner.py``) derives ``window_facts`` and ``guest_phys_bits_needed``, the
 reports print ``size_text``.
 
 ``<sysfs>/bus/pci/devices/<address>/resource`` is the kernel's text file (drivers/pci/pci-sysfs.c,

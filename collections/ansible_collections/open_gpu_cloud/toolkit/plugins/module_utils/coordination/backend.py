@@ -1,0 +1,490 @@
+# -*- coding: utf-8 -*-
+# Copyright: open-gpu-cloud contributors
+# Apache License 2.0 (see LICENSE)
+"""Where the fleet-wide records live, named by one URL (``passthrough_rollout_coordination_url``):
+
+* ``file:///var/lib/open-gpu-cloud/coordination``: a directory on the control host (mode 0700, records 0600),
+  every change under a flock of ``<dir>/.lock``. For one control host: a flock on a network file system is no
+  guarantee, so several control hosts (AWX execution nodes) use a service.
+* ``etcd3+http://host:2379[/prefix]``, ``etcd3+https://...?ca_cert=...&cert_cert=...&cert_key=...``: etcd v3 (the
+  etcd kolla-ansible deploys with ``enable_etcd``, the URL form OpenStack's services give tooz), through its JSON
+  gateway with OpenStack's own client, etcd3gw. Keys live under the prefix (default ``/open-gpu-cloud``).
+
+Both keep the same things, in the same shape:
+
+* leases: a run holds one (``grant``, with an id derived from the run, so every task of the run names the same),
+  renews it (``keepalive``: its keeper does, every third of its TTL) and gives it back (``revoke``). A lease that is
+  not renewed runs out: etcd deletes what it carries; the directory's records count as gone once their lease file's
+  expiry has passed (and are cleared at the next change);
+* the reboot slots, ``{index: record}``, each carried by its holder's lease (``read`` gives them with their
+  ``expires``, on this control host's clock);
+* the stop record (no lease: it is history, not a hold).
+
+A change is optimistic: ``read`` returns a view; ``commit(view, ...)`` applies puts and deletes only if no slot and
+no stop record changed since that view (etcd: one transaction comparing the revisions of the whole slot range and
+the stop key; the directory: the same comparison under the flock), else it returns False and the caller reads
+again. Every request has a connect and a read timeout; a service that cannot be reached raises ``Unavailable``
+naming it (the URL as shown, never with credentials: a URL that carries any is refused when it is parsed).
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import json
+import os
+import stat
+import tempfile
+import time
+from urllib.parse import parse_qs, urlsplit
+
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import leases
+
+try:
+    import etcd3gw
+    from etcd3gw import exceptions as etcd_exc
+    HAS_ETCD3GW = True
+except ImportError:  # pragma: no cover - the message below names the missing package
+    etcd3gw = None
+    etcd_exc = None
+    HAS_ETCD3GW = False
+
+__all__ = ["BackendError", "Unavailable", "LeaseLost", "View", "parse_url", "open_backend", "FileBackend",
+           "EtcdBackend", "lease_id_of", "VARIABLE"]
+
+VARIABLE = "passthrough_rollout_coordination_url"
+ETCD_OPTIONS = ("ca_cert", "cert_cert", "cert_key")
+DEFAULT_PREFIX = "/open-gpu-cloud"
+
+
+class BackendError(leases.LeaseError):
+    """The backend refused a request, or its URL is wrong."""
+
+
+class Unavailable(BackendError):
+    """The backend cannot be reached (refused, timed out, gone)."""
+
+
+class LeaseLost(BackendError):
+    """The run's lease is gone: it ran out (not renewed in time) or was revoked."""
+
+
+class View:
+    """What ``read`` saw: ``slots`` {index: record with ``expires``}, ``stop`` (record or None), ``now`` (this
+    control host's clock) and ``token`` (what ``commit`` compares)."""
+
+    def __init__(self, slots, stop, now, token):
+        self.slots = slots
+        self.stop = stop
+        self.now = now
+        self.token = token
+
+
+def lease_id_of(run):
+    """The lease id of a run (its ``run`` digest, 16 hex digits): a positive 63-bit integer, as etcd takes it."""
+    return int(run, 16) & 0x7FFFFFFFFFFFFFFF or 1
+
+
+def _shown(parts):
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{parts.hostname or ''}{port}{parts.path}"
+
+
+def parse_url(url):
+    """``(kind, settings, shown)`` of a coordination URL; BackendError naming the variable and the fix for anything
+    else. Credentials in the URL are refused without being shown."""
+    if not isinstance(url, str) or not url:
+        raise BackendError(f"{VARIABLE} ({url!r}) must be a URL: file:///<directory> on one control host, or "
+                           "etcd3+http://<host>:2379 for several")
+    if "://" not in url:
+        shown = url if "@" not in url else "..."
+        hint = f"file://{url}" if url.startswith("/") else "file:///<directory> or etcd3+http://<host>:2379"
+        raise BackendError(f"{VARIABLE} ({shown}) is not a URL: give {hint}")
+    authority = url.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0]
+    if "@" in authority:
+        raise BackendError(
+            f"{VARIABLE} carries credentials (user information before an '@'); the URL is not shown here. Give "
+            "the address alone (etcd3+https://<host>:2379): the coordination service is reached with a client "
+            "certificate (?ca_cert=...&cert_cert=...&cert_key=...), never with a password in a variable that ends "
+            "up in logs")
+    try:
+        parts = urlsplit(url)
+        parts.port  # pylint: disable=pointless-statement  # a bad port raises here
+    except ValueError:
+        raise BackendError(f"{VARIABLE} is not a URL this version reads (a bad host or port); it is not shown "
+                           "here in case it holds a secret. Give file:///<directory> or etcd3+http://<host>:2379") \
+            from None
+    if parts.fragment:
+        raise BackendError(f"{VARIABLE} ({_shown(parts)}) has a #fragment: remove it")
+    if parts.scheme == "file":
+        if parts.netloc not in ("", "localhost") or parts.query:
+            raise BackendError(f"{VARIABLE} ({_shown(parts)}) must be file:///<absolute directory>, with no host or "
+                               "query")
+        if not parts.path.startswith("/") or parts.path.rstrip("/") == "":
+            raise BackendError(f"{VARIABLE} ({url}) must name an absolute directory other than /: "
+                               "file:///var/lib/open-gpu-cloud/coordination")
+        return "file", {"path": os.path.normpath(parts.path)}, f"file://{os.path.normpath(parts.path)}"
+    if parts.scheme in ("etcd3+http", "etcd3+https"):
+        if not parts.hostname:
+            raise BackendError(f"{VARIABLE} ({_shown(parts)}) names no host: etcd3+http://<host>:2379")
+        query = parse_qs(parts.query, keep_blank_values=True)
+        unknown = sorted(set(query) - set(ETCD_OPTIONS))
+        if unknown:
+            raise BackendError(f"{VARIABLE} ({_shown(parts)}) has unknown option(s) {', '.join(unknown)}; known: "
+                               f"{', '.join(ETCD_OPTIONS)} (the client certificate of etcd3+https)")
+        options = {key: values[-1] for key, values in query.items()}
+        for key, value in options.items():
+            if not value.startswith("/"):
+                raise BackendError(f"{VARIABLE} ({_shown(parts)}): {key} must be an absolute path on the control "
+                                   "host")
+        if ("cert_cert" in options) != ("cert_key" in options):
+            raise BackendError(f"{VARIABLE} ({_shown(parts)}): give cert_cert and cert_key together")
+        if options and parts.scheme != "etcd3+https":
+            raise BackendError(f"{VARIABLE} ({_shown(parts)}): {', '.join(sorted(options))} only go with "
+                               "etcd3+https")
+        prefix = parts.path.rstrip("/") or DEFAULT_PREFIX
+        settings = dict(host=parts.hostname, port=parts.port or 2379, protocol=parts.scheme.split("+", 1)[1],
+                        prefix=prefix, **options)
+        return "etcd", settings, _shown(parts)
+    raise BackendError(f"{VARIABLE} ({_shown(parts) if parts.scheme else '...'}) uses a scheme this version does "
+                       "not read: give file:///<directory> (one control host) or etcd3+http(s)://<host>:2379 "
+                       "(several control hosts: kolla-ansible's etcd)")
+
+
+def open_backend(url, connect_timeout=10, read_timeout=30):
+    """The backend a URL names (parse_url)."""
+    kind, settings, shown = parse_url(url)
+    if kind == "file":
+        return FileBackend(settings["path"], shown)
+    return EtcdBackend(settings, shown, connect_timeout, read_timeout)
+
+
+# ---- a directory on one control host ---------------------------------------------------------------------------
+
+_SLOT = "slot-"
+_LEASE = "lease-"
+_STOP = "stopped.json"
+_FLOCK = ".lock"
+
+
+class FileBackend:
+    """The records in a directory of the control host (see the module's docstring)."""
+
+    def __init__(self, path, shown=None, clock=time.time):
+        self.path = path
+        self.shown = shown or f"file://{path}"
+        self.clock = clock
+
+    def problem(self):
+        """Why the directory cannot hold the records (a symbolic link, not a directory), or None."""
+        try:
+            info = os.lstat(self.path)
+        except FileNotFoundError:
+            return None
+        if stat.S_ISLNK(info.st_mode):
+            return f"{self.path} is a symbolic link: give the real directory, so that every run agrees on it"
+        if not stat.S_ISDIR(info.st_mode):
+            return f"{self.path} exists and is not a directory"
+        return None
+
+    def check(self):
+        """Refuse a path that is a symlink or not a directory (before anything is written)."""
+        problem = self.problem()
+        if problem:
+            raise BackendError(f"{VARIABLE} ({self.shown}): {problem}")
+
+    class _Flock:
+        def __init__(self, backend, create):
+            self.backend = backend
+            self.create = create
+            self.handle = None
+
+        def __enter__(self):
+            self.backend.check()
+            if not os.path.isdir(self.backend.path):
+                if not self.create:
+                    return self
+                os.makedirs(self.backend.path, mode=0o700, exist_ok=True)
+            fd = os.open(os.path.join(self.backend.path, _FLOCK), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            self.handle = os.fdopen(fd, "r+")
+            fcntl.flock(self.handle, fcntl.LOCK_EX)
+            return self
+
+        def __exit__(self, *exc):
+            if self.handle is not None:
+                self.handle.close()  # closing drops the flock
+
+    def _load(self, name):
+        path = os.path.join(self.path, name)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+        except FileNotFoundError:
+            return None, None
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            raise BackendError(f"{path} is not a record of open-gpu-cloud's coordination (a JSON object): remove it, "
+                               "after checking that no run of playbooks/host.yml is rebooting a host")
+        return data, text
+
+    def _write(self, name, record):
+        fd, tmp = tempfile.mkstemp(prefix=".tmp.", dir=self.path)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, os.path.join(self.path, name))
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+    def _remove(self, name):
+        try:
+            os.unlink(os.path.join(self.path, name))
+        except FileNotFoundError:
+            pass
+
+    def _names(self):
+        try:
+            return sorted(os.listdir(self.path))
+        except FileNotFoundError:
+            return []
+
+    def _leases(self, now):
+        """{lease id: record} of the leases whose expiry has not passed."""
+        found = {}
+        for name in self._names():
+            if name.startswith(_LEASE):
+                record, _revision = self._load(name)
+                if record is not None and leases.expiry_of(record) > now:
+                    found[name[len(_LEASE):]] = record
+        return found
+
+    def _snapshot(self, now):
+        live = self._leases(now)
+        slots, texts = {}, {}
+        for name in self._names():
+            if name.startswith(_SLOT) and name[len(_SLOT):].isdigit():
+                record, text = self._load(name)
+                lease = live.get(str(record.get("lease")))
+                if lease is None:
+                    continue  # its lease ran out or was revoked: free
+                slots[int(name[len(_SLOT):])] = dict(record, expires=leases.expiry_of(lease))
+                texts[name] = text
+        stop, stop_text = self._load(_STOP)
+        texts[_STOP] = stop_text
+        return View(slots, stop, now, json.dumps(texts, sort_keys=True))
+
+    def read(self):
+        with self._Flock(self, create=False):
+            return self._snapshot(self.clock())
+
+    def commit(self, view, puts=None, deletes=(), lease=None):
+        """Apply ``puts`` ({index: record}, carried by ``lease``) and ``deletes`` (indexes) if nothing changed since
+        ``view``; False otherwise. LeaseLost when ``lease`` has run out."""
+        with self._Flock(self, create=True):
+            now = self.clock()
+            current = self._snapshot(now)
+            if current.token != view.token:
+                return False
+            if puts and str(lease) not in self._leases(now):
+                raise LeaseLost(f"the run's lease {lease} in {self.shown} has run out or was revoked")
+            for index in deletes:
+                self._remove(f"{_SLOT}{index}")
+            for index, record in (puts or {}).items():
+                self._write(f"{_SLOT}{index}", dict(record, lease=str(lease)))
+            self._sweep(now)
+            return True
+
+    def _sweep(self, now):
+        """Remove the leases that ran out and the slots they carried."""
+        live = self._leases(now)
+        for name in self._names():
+            if name.startswith(_LEASE) and name[len(_LEASE):] not in live:
+                self._remove(name)
+            elif name.startswith(_SLOT) and name[len(_SLOT):].isdigit():
+                record, _revision = self._load(name)
+                if str(record.get("lease")) not in live:
+                    self._remove(name)
+
+    def put_stop(self, record):
+        with self._Flock(self, create=True):
+            self._write(_STOP, record)
+
+    def grant(self, lease, ttl, holder):
+        """Grant lease ``lease`` for ``ttl`` seconds; False when it exists already (another task of the run)."""
+        with self._Flock(self, create=True):
+            now = self.clock()
+            if str(lease) in self._leases(now):
+                return False
+            self._write(f"{_LEASE}{lease}", dict(holder, lease=str(lease), ttl=ttl, expires=now + ttl))
+            return True
+
+    def keepalive(self, lease):
+        """Renew the lease for its TTL; the seconds it has now, or -1 when it is gone."""
+        with self._Flock(self, create=False):
+            now = self.clock()
+            record = self._leases(now).get(str(lease))
+            if record is None:
+                return -1
+            self._write(f"{_LEASE}{lease}", dict(record, expires=now + record["ttl"]))
+            return record["ttl"]
+
+    def remaining(self, lease):
+        """Seconds left of the lease, or -1 when it is gone."""
+        with self._Flock(self, create=False):
+            now = self.clock()
+            record = self._leases(now).get(str(lease))
+            return -1 if record is None else leases.expiry_of(record) - now
+
+    def revoke(self, lease):
+        """Give the lease back, and everything it carries."""
+        with self._Flock(self, create=False):
+            self._remove(f"{_LEASE}{lease}")
+            self._sweep(self.clock())
+
+
+# ---- etcd v3 --------------------------------------------------------------------------------------------------
+
+def _b64(text):
+    return base64.b64encode(text.encode("utf-8")).decode("ascii")
+
+
+def _unb64(text):
+    return base64.b64decode(text or "").decode("utf-8")
+
+
+def _range_end(prefix):
+    data = bytearray(prefix.encode("utf-8"))
+    data[-1] += 1
+    return base64.b64encode(bytes(data)).decode("ascii")
+
+
+class EtcdBackend:
+    """The records as keys of etcd v3 under ``<prefix>/slot/<index>`` (carried by their holder's lease) and
+    ``<prefix>/stopped``; leases are etcd's own."""
+
+    def __init__(self, settings, shown, connect_timeout=10, read_timeout=30, clock=time.time):
+        if not HAS_ETCD3GW:
+            raise BackendError(f"{VARIABLE} ({shown}) names etcd, and the Python package etcd3gw is not installed on "
+                               "the control host: install it (pip install etcd3gw; the execution environment has it)")
+        self.shown = shown
+        self.clock = clock
+        self.prefix = settings["prefix"]
+        self.client = etcd3gw.Etcd3Client(
+            host=settings["host"], port=settings["port"], protocol=settings["protocol"],
+            ca_cert=settings.get("ca_cert"), cert_cert=settings.get("cert_cert"), cert_key=settings.get("cert_key"),
+            timeout=(connect_timeout, read_timeout), api_path="/v3/")
+        self.timeouts = (connect_timeout, read_timeout)
+
+    def check(self):
+        """Nothing to check before a request (the URL was parsed)."""
+
+    def _post(self, path, payload):
+        try:
+            return self.client.post(self.client.get_url(path), json=payload)
+        except (etcd_exc.ConnectionFailedError, etcd_exc.ConnectionTimeoutError) as exc:
+            raise Unavailable(f"the coordination service {self.shown} cannot be reached (connect timeout "
+                              f"{self.timeouts[0]} s, read timeout {self.timeouts[1]} s): {_first_line(exc)}") from None
+        except etcd_exc.Etcd3Exception as exc:
+            raise BackendError(f"the coordination service {self.shown} refused {path}: {_first_line(exc)}") from None
+
+    def _slot_key(self, index):
+        return f"{self.prefix}/slot/{index:04d}"
+
+    def read(self):
+        now = self.clock()
+        answer = self._post("/kv/range", {"key": _b64(self.prefix + "/"), "range_end": _range_end(self.prefix + "/")})
+        revision = int(answer["header"]["revision"])
+        slots, stop, ttls = {}, None, {}
+        for item in answer.get("kvs", []):
+            key = _unb64(item["key"])
+            try:
+                record = json.loads(_unb64(item.get("value")))
+            except ValueError:
+                record = None
+            if not isinstance(record, dict):
+                raise BackendError(f"{self.shown}: {key} is not a record of open-gpu-cloud's coordination: delete it "
+                                   "(etcdctl del), after checking that no run of playbooks/host.yml is rebooting a "
+                                   "host")
+            if key == f"{self.prefix}/stopped":
+                stop = record
+            elif key.startswith(f"{self.prefix}/slot/") and key.rsplit("/", 1)[1].isdigit():
+                lease = item.get("lease", "0")
+                if lease not in ttls:
+                    ttls[lease] = self._ttl(lease)
+                if ttls[lease] > 0:
+                    slots[int(key.rsplit("/", 1)[1])] = dict(record, expires=now + ttls[lease])
+        return View(slots, stop, now, revision)
+
+    def _ttl(self, lease):
+        answer = self._post("/kv/lease/timetolive", {"ID": lease})
+        return int(answer.get("TTL", -1))
+
+    def commit(self, view, puts=None, deletes=(), lease=None):
+        slot_prefix = f"{self.prefix}/slot/"
+        txn = {
+            "compare": [
+                {"key": _b64(slot_prefix), "range_end": _range_end(slot_prefix), "target": "MOD", "result": "LESS",
+                 "mod_revision": view.token + 1},
+                {"key": _b64(f"{self.prefix}/stopped"), "target": "MOD", "result": "LESS",
+                 "mod_revision": view.token + 1},
+            ],
+            "success": [{"request_delete_range": {"key": _b64(self._slot_key(index))}} for index in deletes]
+            + [{"request_put": {"key": _b64(self._slot_key(index)),
+                                "value": _b64(json.dumps(dict(record, lease=str(lease)), sort_keys=True)),
+                                "lease": lease}}
+               for index, record in (puts or {}).items()],
+            "failure": [],
+        }
+        try:
+            answer = self._post("/kv/txn", txn)
+        except BackendError as exc:
+            if puts and "lease not found" in str(exc):
+                raise LeaseLost(f"the run's lease {lease} in {self.shown} has run out or was revoked") from None
+            raise
+        return bool(answer.get("succeeded"))
+
+    def put_stop(self, record):
+        self._post("/kv/put", {"key": _b64(f"{self.prefix}/stopped"), "value": _b64(json.dumps(record, sort_keys=True))})
+
+    def grant(self, lease, ttl, holder):  # pylint: disable=unused-argument  # etcd keeps no holder for a lease
+        try:
+            self._post("/lease/grant", {"TTL": int(ttl), "ID": lease})
+        except BackendError as exc:
+            if "lease already exists" in str(exc):
+                return False
+            raise
+        return True
+
+    def keepalive(self, lease):
+        answer = self._post("/lease/keepalive", {"ID": lease})
+        return int((answer.get("result") or {}).get("TTL", -1))
+
+    def remaining(self, lease):
+        return self._ttl(lease)
+
+    def revoke(self, lease):
+        try:
+            self._post("/kv/lease/revoke", {"ID": lease})
+        except BackendError as exc:
+            if "not found" not in str(exc):
+                raise
+
+
+def _first_line(exc):
+    """What etcd (or the connection) said: the gateway's error message when it answered in JSON, else the reason."""
+    detail = getattr(exc, "detail_text", None) or ""
+    try:
+        said = json.loads(detail)
+        detail = said.get("error") or said.get("message") or detail if isinstance(said, dict) else detail
+    except ValueError:
+        pass
+    text = " ".join(t for t in [str(detail).strip()] + [str(a) for a in getattr(exc, "args", ()) if a] if t)
+    text = text.strip() or type(exc).__name__
+    return text.splitlines()[0][:300]

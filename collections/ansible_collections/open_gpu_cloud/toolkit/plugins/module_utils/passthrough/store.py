@@ -1,0 +1,201 @@
+# -*- coding: utf-8 -*-
+# Copyright: open-gpu-cloud contributors
+# Apache License 2.0 (see LICENSE)
+"""The plan file, ``<passthrough_plan_dir>/<host>.json``: the record the plan phase writes, its parser and
+the one loader every later phase reads plans through (a missing, corrupt, foreign or stale file is refused,
+naming the host, the file and the command that writes it again)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.common import locations
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough import PlanError
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough.policy import policy_fingerprint
+
+
+# The plan file's layout (<passthrough_plan_dir>/<host>.json). A plan written with another format is stale.
+PLAN_FORMAT = 1
+
+
+def plan_fix(host):
+    """The command that writes a host's plan file again (in every plan-file error)."""
+    return f"ansible-playbook playbooks/plan.yml -i inventory/<env> --limit {host or '<host>'}"
+
+
+def plan_record(plan, facts, policy):
+    """What the plan role writes to ``<passthrough_plan_dir>/<host>.json``: the plan, the facts it was
+    made from, the format and the fingerprint of the policy (``passthrough_plan_load`` checks both)."""
+    if not isinstance(plan, Mapping) or not isinstance(facts, Mapping):
+        raise PlanError("passthrough_plan_record: the plan and the facts must be mappings (the "
+                        "passthrough_plan filter's result and ansible_facts.pci_passthrough)")
+    return {"format": PLAN_FORMAT, "policy_fingerprint": policy_fingerprint(policy), "facts": dict(facts),
+            "plan": dict(plan)}
+
+
+def _read_plan_file(data, path, host):
+    """The parsed content of a plan file (a dict with a ``plan`` object), or PlanError."""
+    if isinstance(data, dict) and "content" in data:
+        path = path or data.get("source")
+        host = host or data.get("item")
+        try:
+            text = base64.b64decode(data["content"], validate=True).decode("utf-8")
+        except (ValueError, TypeError, UnicodeDecodeError):
+            text = None
+    else:
+        text = data if isinstance(data, str) else None
+    fix = f"write it again with: {plan_fix(host)} (passthrough_plan_dir set), or delete it"
+    where = f"plan file {path or '(unnamed)'}" + (f" of host {host}" if host else "")
+    if text is None:
+        raise PlanError(f"passthrough_plan_file: {where} is not text: {fix}")
+    if not text.strip():
+        raise PlanError(f"passthrough_plan_file: {where} is empty: {fix}")
+    try:
+        content = json.loads(text)
+    except ValueError as exc:
+        raise PlanError(f"passthrough_plan_file: {where} is not valid JSON (line {exc.lineno}, "
+                        f"column {exc.colno}: {exc.msg}): {fix}") from None
+    if not isinstance(content, dict) or not isinstance(content.get("plan"), dict):
+        raise PlanError(f"passthrough_plan_file: {where} is JSON but not a plan file (no 'plan' "
+                        f"object): {fix}")
+    return content
+
+
+def plan_file(data, path=None, host=None):
+    """Parse a plan file written by the plan phase (``<passthrough_plan_dir>/<host>.json``) and return
+    its ``plan``. Consumers load plans through ``passthrough_plan_load`` (roles/passthrough/tasks/load.yml),
+    which uses this and also refuses a missing or stale file.
+
+    :param data: the file's text (``lookup('file', ...)``), or the result of ``ansible.builtin.slurp``
+        on it (its ``source`` names the file and its loop ``item`` the host when not given).
+    :raises PlanError: an empty, corrupt or foreign file, naming the file, the host and the
+        command that writes it again.
+    """
+    return _read_plan_file(data, path, host)["plan"]
+
+
+def plan_load(text, plan_dir, host, policy):
+    """The one loader of stored plans: the content of ``<plan_dir>/<host>.json`` checked against the
+    host's current ``passthrough_policy``. Returns ``{"facts": ..., "plan": ...}``.
+
+    :param text: the file's text, or None when the file does not exist.
+    :param plan_dir: the host's ``passthrough_plan_dir`` (empty: not set).
+    :param policy: the host's current ``passthrough_policy``.
+    :raises PlanError: no plan directory, a missing, corrupt, foreign or stale file (made with
+        another plan format or another policy), naming the host, the file and the command to run.
+    """
+    if not isinstance(host, str) or not host:
+        raise PlanError(f"passthrough_plan_load: the host must be an inventory name, got {host!r}")
+    problem = locations.host_name_problem(host)
+    if problem:
+        raise PlanError(f"passthrough_plan_load: {problem}")
+    fix = f"run: {plan_fix(host)}"
+    if not isinstance(plan_dir, str) or not plan_dir:
+        raise PlanError(
+            f"passthrough_plan_load: host {host}: passthrough_plan_dir is not set, so it has no plan file: set "
+            f"passthrough_plan_dir (an absolute directory on the control host, e.g. /var/lib/open-gpu-cloud/plans) "
+            f"in inventory/<env>/group_vars, then {fix}")
+    problem = locations.path_problem("passthrough_plan_dir", plan_dir)
+    if problem:
+        raise PlanError(f"passthrough_plan_load: host {host}: {problem}; {fix} with it absolute")
+    path = f"{plan_dir.rstrip('/')}/{host}.json"
+    if text is None:
+        raise PlanError(f"passthrough_plan_load: host {host}: no plan file {path}: the plan phase has not "
+                        f"run for it with this passthrough_plan_dir; {fix}")
+    content = _checked_plan_file(text, path, host)
+    if content.get("policy_fingerprint") != policy_fingerprint(policy):
+        raise PlanError(f"passthrough_plan_load: host {host}: plan file {path} is stale: it was made with "
+                        f"another passthrough_policy than the host's current one (fingerprint "
+                        f"{content.get('policy_fingerprint')}, now {policy_fingerprint(policy)}); {fix}")
+    return {"facts": content["facts"], "plan": content["plan"]}
+
+
+def _checked_plan_file(text, path, host):
+    """A plan file's content when it is a plan of this format for this host, else PlanError."""
+    fix = f"run: {plan_fix(host)}"
+    content = _read_plan_file(text, path, host)
+    if content.get("format") != PLAN_FORMAT:
+        raise PlanError(f"passthrough_plan_load: host {host}: plan file {path} is stale: it has plan format "
+                        f"{content.get('format')!r}, this version reads format {PLAN_FORMAT}; {fix}")
+    if content["plan"].get("host") not in (None, host):
+        raise PlanError(f"passthrough_plan_load: host {host}: plan file {path} is the plan of host "
+                        f"{content['plan'].get('host')}, not of {host}; {fix}")
+    if not isinstance(content.get("facts"), dict):
+        raise PlanError(f"passthrough_plan_file: plan file {path} of host {host} has no 'facts' object: "
+                        f"write it again with: {plan_fix(host)}")
+    return content
+
+
+def plan_file_host(path):
+    """The host a plan file is of: its name less ``.json`` (``<passthrough_plan_dir>/<host>.json``), or None for
+    a path that is no plan file. Whether that name is a host name is the loader's check, not this one's."""
+    if not isinstance(path, str) or not path.endswith(".json"):
+        return None
+    return path.rsplit("/", 1)[-1][:-len(".json")]
+
+
+def fleet(plan_files, inventory_hosts):
+    """The fleet as the plan directory records it: one ``<host>.json`` per GPU host, shared by every AWX job slice
+    (roles/passthrough/tasks/fleet.yml finds the files). A host with a plan file that this inventory does not
+    hold is another slice's, or a host that left the fleet. Returns ``{"plan_files", "hosts", "others",
+    "other_plan_files"}``: the files (sorted), their hosts (sorted, once each), the hosts of those this inventory
+    does not hold (sorted, once each) and those hosts' files (sorted).
+
+    :param plan_files: the paths of the plan files found.
+    :param inventory_hosts: the inventory's hosts (``groups['all']``).
+    :raises PlanError: a path that is no plan file (<host>.json).
+    """
+    if not isinstance(plan_files, (list, tuple)) or not isinstance(inventory_hosts, (list, tuple)):
+        raise PlanError(f"passthrough_fleet: the plan files and the inventory's hosts must be lists, got "
+                        f"{plan_files!r} and {inventory_hosts!r}")
+    plan_files = sorted(plan_files)
+    hosts = {}
+    for path in plan_files:
+        hosts[path] = plan_file_host(path)
+        if hosts[path] is None:
+            raise PlanError(f"passthrough_fleet: {path!r} is not a plan file (<host>.json)")
+    inventory = set(inventory_hosts)
+    others = [path for path in plan_files if hosts[path] not in inventory]
+    return {"plan_files": plan_files, "hosts": sorted(set(hosts.values())),
+            "others": sorted({hosts[path] for path in others}), "other_plan_files": others}
+
+
+def fleet_plan_load(text, path):
+    """A plan file of a GPU host that this inventory does not hold: the plan of another AWX job slice's host (the
+    plan directory is the fleet's, shared by every slice), or of a host that left the fleet. Returns
+    ``{"facts": ..., "plan": ...}`` like ``passthrough_plan_load``, checked the same way except against the
+    host's policy, which only the inventory holding the host knows (its own runs refuse the plan when stale).
+
+    :param text: the file's text.
+    :param path: the file, ``<passthrough_plan_dir>/<host>.json``; its name names the host.
+    :raises PlanError: a file name that is no host name, a corrupt or foreign file, another plan format.
+    """
+    host = plan_file_host(path)
+    if host is None:
+        raise PlanError(f"passthrough_fleet_plan_load: {path!r} is not a plan file (<host>.json)")
+    problem = locations.host_name_problem(host)
+    if problem:
+        raise PlanError(f"passthrough_fleet_plan_load: plan file {path}: {problem}; move the file out "
+                        "of the plan directory")
+    content = _checked_plan_file(text, path, host)
+    return {"facts": content["facts"], "plan": content["plan"]}
+
+
+def plans_only(loaded):
+    """``{host: plan}`` of the loaded plans ``{host: {"facts": ..., "plan": ...}}`` (``passthrough_plans`` or
+    ``passthrough_other_plans`` of the one loader), in their order.
+
+    :raises PlanError: anything else than the loader's shape, naming the host.
+    """
+    if not isinstance(loaded, Mapping):
+        raise PlanError("passthrough_plans_only: the plans must be the loaded plans {host: {facts, plan}} "
+                        f"(passthrough_plans of roles/passthrough tasks/load.yml), got {type(loaded).__name__}")
+    plans = {}
+    for host, data in loaded.items():
+        if not isinstance(data, Mapping) or not isinstance(data.get("plan"), Mapping):
+            raise PlanError(f"passthrough_plans_only: host {host}: {data!r} is not a loaded plan {{facts, plan}} "
+                            "(roles/passthrough tasks/load.yml)")
+        plans[host] = data["plan"]
+    return plans
