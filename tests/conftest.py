@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from ogc_testlib import FIXTURES, PCI_IDS, load_library_module, load_source
+from ogc_testlib import FIXTURES, PCI_IDS, collection_module, load_source
 
 
 @pytest.fixture(scope="session")
@@ -19,7 +19,7 @@ def mock_sysfs():
 
 @pytest.fixture(scope="session")
 def facts_module():
-    return load_library_module("pci_passthrough_facts")
+    return collection_module("pci_passthrough_facts")
 
 
 @pytest.fixture(scope="session")

@@ -53,9 +53,14 @@ def load_source(name: str, relpath: str):
     return module
 
 
-def load_library_module(name: str):
-    """Import library/<name>.py (a module of ours) for in-process tests."""
-    return load_source(name, os.path.join("library", name + ".py"))
+def collection_plugin(kind: str, name: str):
+    """The collection's plugin ``plugins/<kind>/<name>.py`` (kind: modules, action, filter), imported plainly."""
+    return importlib.import_module(f"ansible_collections.open_gpu_cloud.toolkit.plugins.{kind}.{name}")
+
+
+def collection_module(name: str):
+    """The collection's module ``name`` (plugins/modules/<name>.py), for in-process tests."""
+    return collection_plugin("modules", name)
 
 
 class TestCloudHandle:

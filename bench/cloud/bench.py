@@ -70,7 +70,7 @@ def play(tasks):
 
 def modules_play(flavors, quota_class, projects):
     return play([
-        {"name": "cloud", "os_cloud": {"cloud": "ogc-test",
+        {"name": "cloud", "open_gpu_cloud.toolkit.os_cloud": {"cloud": "ogc-test",
                                        "flavors": {"flavors": flavors, "known_aliases": ["tesla-v100"]},
                                        "quotas": {"default_class": quota_class, "projects": projects}}},
     ])
@@ -78,8 +78,8 @@ def modules_play(flavors, quota_class, projects):
 
 def modules_separate_play(flavors, quota_class, projects):
     return play([
-        {"name": "flavors", "os_flavors": {"cloud": "ogc-test", "flavors": flavors, "known_aliases": ["tesla-v100"]}},
-        {"name": "quotas", "os_quotas": {"cloud": "ogc-test", "default_class": quota_class, "projects": projects}},
+        {"name": "flavors", "open_gpu_cloud.toolkit.os_flavors": {"cloud": "ogc-test", "flavors": flavors, "known_aliases": ["tesla-v100"]}},
+        {"name": "quotas", "open_gpu_cloud.toolkit.os_quotas": {"cloud": "ogc-test", "default_class": quota_class, "projects": projects}},
     ])
 
 

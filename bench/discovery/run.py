@@ -52,7 +52,7 @@ def main():
     from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import ids as pci_ids  # pylint: disable=import-outside-toplevel
 
     mock = load("mock_sysfs", "scripts/mock_sysfs.py")
-    facts_mod = load("pci_passthrough_facts", "library/pci_passthrough_facts.py")
+    facts_mod = load("pci_passthrough_facts", "plugins/modules/pci_passthrough_facts.py")
     planner = load("passthrough_plan", "filter_plugins/passthrough_plan.py")
     module_path = os.path.join(ROOT, "library", "pci_passthrough_facts.py")
     database_path = pci_ids.find()

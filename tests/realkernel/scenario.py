@@ -1,7 +1,7 @@
 """The real-kernel scenario's steps: discover + plan on a capture, configure a sandbox host, boot.
 
 Used by tests/integration/realkernel/. The toolkit's own code does the work: discovery is
-``library/pci_passthrough_facts.py`` on the captured tree, planning is the ``passthrough_plan``
+``plugins/modules/pci_passthrough_facts.py`` on the captured tree, planning is the ``passthrough_plan``
 filter, and the host configuration is ``roles/passthrough_host`` run on a sandbox root
 (``configure_host_with_role``).
 """
@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ogc_testlib import load_source
+from ogc_testlib import collection_module, load_source
 from realkernel import klog, vm
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,9 +37,8 @@ INITIAL_OFF = {"intel": "intel_iommu=off", "amd": "amd_iommu=off"}
 GUEST_CONFIG_PATHS = ["etc/modprobe.d", "etc/modules-load.d", "etc/initramfs-tools/modules", "etc/modules"]
 
 
-# The library and the filter import ansible.module_utils.<name> from the repository's module_utils (load_source
-# joins them by the one route, as ansible.cfg's module_utils = module_utils does for ansible-playbook).
-facts_module = load_source("ogc_pci_passthrough_facts", os.path.join("library", "pci_passthrough_facts.py"))
+# The discovery module (the collection's, imported plainly) and the planner's filter (the project's filter_plugins/).
+facts_module = collection_module("pci_passthrough_facts")
 plan_module = load_source("ogc_passthrough_plan", os.path.join("filter_plugins", "passthrough_plan.py"))
 
 

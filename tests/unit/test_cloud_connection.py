@@ -1,6 +1,6 @@
 """The OpenStack connection is declared once per play: module_defaults of the action group
-group/ogc.cloud.openstack (collections/ansible_collections/ogc/cloud/meta/runtime.yml) reach every library/os_*
-module, through ansible-core's own resolution with the project's ansible.cfg."""
+group/open_gpu_cloud.toolkit.openstack (the collection's meta/runtime.yml) reach every os_* module of the collection,
+through ansible-core's own resolution with the project's ansible.cfg."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import sys
 import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-RUNTIME = ROOT / "collections" / "ansible_collections" / "ogc" / "cloud" / "meta" / "runtime.yml"
+COLLECTION = ROOT / "collections" / "ansible_collections" / "open_gpu_cloud" / "toolkit"
+RUNTIME = COLLECTION / "meta" / "runtime.yml"
 CLOUDS = """\
 clouds:
   elsewhere:
@@ -22,9 +23,9 @@ clouds:
 """
 
 
-def test_the_group_lists_every_openstack_module_of_the_library():
+def test_the_group_lists_every_openstack_module_of_the_collection():
     group = yaml.safe_load(RUNTIME.read_text(encoding="utf-8"))["action_groups"]["openstack"]
-    modules = sorted(f"ansible.legacy.{path.stem}" for path in (ROOT / "library").glob("os_*.py"))
+    modules = sorted(path.stem for path in (COLLECTION / "plugins" / "modules").glob("os_*.py"))
     assert len(modules) >= 8
     assert group == modules
 
@@ -36,11 +37,13 @@ def test_the_play_declaration_reaches_the_modules(tmp_path):
     clouds.write_text(CLOUDS, encoding="utf-8")
     play = [{
         "name": "The connection declared once", "hosts": "localhost", "gather_facts": False,
-        "module_defaults": {"group/ogc.cloud.openstack": {"cloud": "elsewhere", "clouds_yaml": str(clouds),
-                                                          "region_name": "{{ omit }}"}},
+        "module_defaults": {"group/open_gpu_cloud.toolkit.openstack": {
+            "cloud": "elsewhere", "clouds_yaml": str(clouds), "region_name": "{{ omit }}"}},
         "tasks": [
-            {"name": "quotas", "os_quotas": {"projects": []}, "register": "quotas", "ignore_errors": True},
-            {"name": "drain", "os_compute_drain": {"host": "gpu1"}, "register": "drain", "ignore_errors": True},
+            {"name": "quotas", "open_gpu_cloud.toolkit.os_quotas": {"projects": []}, "register": "quotas",
+             "ignore_errors": True},
+            {"name": "drain", "open_gpu_cloud.toolkit.os_compute_drain": {"host": "gpu1"}, "register": "drain",
+             "ignore_errors": True},
             {"name": "keep", "ansible.builtin.copy": {
                 "content": "{{ [quotas.msg, drain.msg] | to_json }}", "dest": str(tmp_path / "msgs.json"),
                 "mode": "0600"}},
@@ -79,8 +82,8 @@ def _tasks(items):
 
 
 def _openstack_tasks():
-    """(file, task) for every task of the roles and playbooks that runs a library/os_* module."""
-    modules = {path.stem for path in (ROOT / "library").glob("os_*.py")}
+    """(file, task) for every task of the roles and playbooks that runs an os_* module of the collection."""
+    modules = {f"open_gpu_cloud.toolkit.{path.stem}" for path in (COLLECTION / "plugins" / "modules").glob("os_*.py")}
     for path in sorted(list(ROOT.glob("roles/*/tasks/*.yml")) + list(ROOT.glob("playbooks/*.yml"))):
         for task in _tasks(yaml.safe_load(path.read_text(encoding="utf-8"))):
             names = modules & set(task)
@@ -93,7 +96,7 @@ def test_no_task_declares_the_connection():
     assert len(found) >= 6
     declaring = [(path, task["name"]) for path, task, module in found if path not in OWN_CLOUD and (
         CONNECTION_OPTIONS & set(task[module] or {}) or "OS_CLIENT_CONFIG_FILE" in str(task.get("environment", "")))]
-    assert declaring == [], "the play declares the connection (module_defaults group/ogc.cloud.openstack)"
+    assert declaring == [], "the play declares the connection (module_defaults group/open_gpu_cloud.toolkit.openstack)"
 
 
 def test_the_plays_that_reach_the_cloud_declare_it_once():
@@ -106,7 +109,7 @@ def test_the_plays_that_reach_the_cloud_declare_it_once():
                     or "os_" in json.dumps(play.get("tasks", [])) or "upload" in json.dumps(play.get("tasks", []))]
         assert reaching, name
         for play in reaching:
-            assert play.get("module_defaults") == {"group/ogc.cloud.openstack": "{{ cloud_connection }}"}, (name, play["name"])
+            assert play.get("module_defaults") == {"group/open_gpu_cloud.toolkit.openstack": "{{ cloud_connection }}"}, (name, play["name"])
 
 
 def test_no_role_has_connection_variables_of_its_own():

@@ -35,8 +35,8 @@ BUNDLE = os.path.join(sysconfig.get_paths()["purelib"], "ansible_collections")
 # What kolla-ansible's playbooks need (`kolla-ansible install-deps` installs it); kolla-ansible finds it here too.
 KOLLA_REQUIREMENTS = os.path.join(sys.prefix, "share", "kolla-ansible", "requirements-core.yml")
 # Where the project's Ansible content names modules, filters, tests, lookups and callbacks.
-CONTENT = ("site.yml", "ansible.cfg", "playbooks", "roles", "templates", "group_vars", "inventory", "library",
-           "collections", "action_plugins", "filter_plugins", "callback_plugins", "vars_plugins")
+CONTENT = ("site.yml", "ansible.cfg", "playbooks", "roles", "templates", "group_vars", "inventory", "collections",
+           "filter_plugins", "callback_plugins", "vars_plugins")
 FQCN = re.compile(r"(?<![\w.])([a-z_][a-z0-9_]*)\.([a-z_][a-z0-9_]*)\.[a-z_][a-z0-9_]*(?![\w])")
 # Python code reaches a collection through its package; `ansible.utils.vars` there is ansible-core's own module.
 PYTHON_COLLECTION = re.compile(r"\bansible_collections\.([a-z_][a-z0-9_]*)\.([a-z_][a-z0-9_]*)")
@@ -132,8 +132,8 @@ def test_the_scan_sees_the_collections_known_to_be_used(tmp_path):
         "- name: New\n  hosts: all\n  tasks:\n    - name: A container\n      containers.podman.podman_container:\n"
         "        name: x\n    - name: A filter\n      ansible.builtin.debug:\n"
         "        msg: \"{{ x | community.crypto.gpg_fingerprint }} fleet_report.html.j2\"\n")
-    (tmp_path / "library").mkdir()
-    (tmp_path / "library" / "m.py").write_text("from ansible_collections.openstack.cloud.plugins.module_utils "
+    (tmp_path / "collections").mkdir()
+    (tmp_path / "collections" / "m.py").write_text("from ansible_collections.openstack.cloud.plugins.module_utils "
                                                "import openstack\nfrom ansible.utils.vars import combine_vars\n")
     assert sorted(collections_used(str(tmp_path))) == ["community.crypto", "containers.podman", "openstack.cloud"]
 

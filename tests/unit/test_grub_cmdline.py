@@ -1,8 +1,7 @@
-"""Unit tests for library/grub_cmdline.py, run end to end on copies of the distributions' own boot files
+"""Unit tests for plugins/modules/grub_cmdline.py, run end to end on copies of the distributions' own boot files
 (fixtures/distros): the edit lands where grub-mkconfig takes it, forbidden arguments leave every file,
 what cannot be modelled is refused with the file and line, check mode writes nothing."""
 
-import importlib.util
 import io
 import json
 import os
@@ -18,11 +17,11 @@ import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.common.text.converters import to_bytes
 
+from ogc_testlib import collection_module
+
 REPO = Path(__file__).resolve().parents[2]
 DISTROS = REPO / "fixtures" / "distros"
-_spec = importlib.util.spec_from_file_location("grub_cmdline", REPO / "library" / "grub_cmdline.py")
-gc = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(gc)
+gc = collection_module("grub_cmdline")
 
 PLAN = ["iommu=pt", "vfio-pci.ids=10de:1db4", "rd.driver.pre=vfio-pci", "modprobe.blacklist=nouveau,nvidiafb"]
 ABSENT = ["iommu=off", "amd_iommu=off"]

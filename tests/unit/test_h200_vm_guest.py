@@ -19,7 +19,7 @@ checks = load_source("passthrough_host_checks", "filter_plugins/passthrough_host
 
 @pytest.fixture(scope="module")
 def recorded():
-    """The facts discovery gave on the live host (library/pci_passthrough_facts.py at 19834dc), as recorded."""
+    """The facts discovery gave on the live host (plugins/modules/pci_passthrough_facts.py at 19834dc), as recorded."""
     with open(os.path.join(CAPTURE, "discovery.json"), encoding="utf-8") as handle:
         return json.load(handle)
 

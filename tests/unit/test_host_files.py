@@ -1,4 +1,4 @@
-"""plugins/module_utils/host/files.py and library/host_files.py: the vfio phase's files in one module run. Written on
+"""plugins/module_utils/host/files.py and plugins/modules/host_files.py: the vfio phase's files in one module run. Written on
 real directories under tmp_path; the marked block is compared with what ansible.builtin.blockinfile itself
 writes; writing the same desired files twice changes nothing the second time (hypothesis)."""
 
@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible.module_utils.testing import patch_module_args
-from ogc_testlib import load_library_module
+from ogc_testlib import collection_module
 
-module = load_library_module("host_files")
+module = collection_module("host_files")
 hf = module.hf
 MARKER = "# {mark} open-gpu-cloud passthrough_host: vfio before any GPU driver"
 

@@ -10,12 +10,12 @@ import subprocess
 
 import pytest
 
-from ogc_testlib import load_source
+from ogc_testlib import collection_plugin
 
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import host_lock as hl
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import identity as ident
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import leases
-action = load_source("host_lock_action", "action_plugins/host_lock.py")
+action = collection_plugin("action", "host_lock")
 LOCK = "var/lib/open-gpu-cloud/passthrough_host.lock"
 STATE = "var/lib/open-gpu-cloud/passthrough_host.json"
 

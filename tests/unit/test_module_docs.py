@@ -1,5 +1,4 @@
-"""Every module documents itself: ansible-doc reads each one's DOCUMENTATION, EXAMPLES and RETURN (library/'s and the
-collection's)."""
+"""Every module documents itself: ansible-doc reads each one's DOCUMENTATION, EXAMPLES and RETURN, by its full name."""
 
 import json
 import os
@@ -9,10 +8,8 @@ import sys
 from ogc_testlib import COLLECTION, ROOT
 
 COLLECTION_MODULES = os.path.join(COLLECTION, "plugins", "modules")
-# library/'s modules by their short names, the collection's by their full names (open_gpu_cloud.toolkit.<name>).
-MODULES = sorted([name[:-3] for name in os.listdir(os.path.join(ROOT, "library")) if name.endswith(".py")] +
-                 [f"open_gpu_cloud.toolkit.{name[:-3]}" for name in os.listdir(COLLECTION_MODULES)
-                  if name.endswith(".py")])
+MODULES = sorted(f"open_gpu_cloud.toolkit.{name[:-3]}" for name in os.listdir(COLLECTION_MODULES)
+                 if name.endswith(".py"))
 
 
 def test_ansible_doc_reads_every_module():

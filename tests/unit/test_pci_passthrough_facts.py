@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from ogc_testlib import COLLECTIONS, PCI_IDS, ROOT
+from ogc_testlib import COLLECTION, COLLECTIONS, PCI_IDS, ROOT
 
 
 def test_seed_server_facts(host_facts):
@@ -338,7 +338,7 @@ def run_module(args: dict) -> tuple[int, dict, str]:
     """Run the module the way Ansible does (JSON arguments), return rc, parsed result, stderr."""
     # The collection's module_utils it imports, as AnsiballZ packs them.
     env = dict(os.environ, PYTHONPATH=COLLECTIONS)
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "library", "pci_passthrough_facts.py")],
+    proc = subprocess.run([sys.executable, os.path.join(COLLECTION, "plugins", "modules", "pci_passthrough_facts.py")],
                           input=json.dumps({"ANSIBLE_MODULE_ARGS": args}), capture_output=True, text=True,
                           env=env, timeout=60, check=False)
     return proc.returncode, json.loads(proc.stdout), proc.stderr

@@ -13,8 +13,8 @@ from ogc_testlib import COLLECTION, ROOT
 
 PACKAGE = "ansible_collections.open_gpu_cloud.toolkit"
 # Every Python file of the project: its plugins and modules, the collection, the tests, benchmarks and scripts.
-SOURCES = sorted(path for top in ("library", "filter_plugins", "action_plugins", "callback_plugins", "vars_plugins",
-                                  "doc_fragments", "collections", "tests", "bench", "scripts", "molecule")
+SOURCES = sorted(path for top in ("filter_plugins", "callback_plugins", "vars_plugins", "collections", "tests", "bench",
+                                  "scripts", "molecule")
                  for path in glob.glob(os.path.join(ROOT, top, "**", "*.py"), recursive=True)
                  if "/tests/output/" not in path)
 COLLECTION_PLUGINS = sorted(glob.glob(os.path.join(COLLECTION, "plugins", "**", "*.py"), recursive=True))

@@ -1,4 +1,4 @@
-"""library/prom_textfile.py: atomic writes for node_exporter's textfile collector, changed only on real change,
+"""plugins/modules/prom_textfile.py: atomic writes for node_exporter's textfile collector, changed only on real change,
 check mode writes nothing, diff shows the file, bad input is a message naming the path."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from ogc_testlib import load_library_module
+from ogc_testlib import collection_module
 
-prom = load_library_module("prom_textfile")
+prom = collection_module("prom_textfile")
 
 TEXT = "# TYPE ogc_gpu_present gauge\nogc_gpu_present{{alias=\"t4\"}} 2\nogc_gpu_health_last_run_timestamp_seconds {t}\n"
 VOLATILE = ["ogc_gpu_health_last_run_timestamp_seconds"]

@@ -1,4 +1,4 @@
-"""Fleet-wide reboot slots: the reboot_slot task (action_plugins/reboot_slot.py: arguments, waiting, refusals,
+"""Fleet-wide reboot slots: the reboot_slot task (plugins/action/reboot_slot.py: arguments, waiting, refusals,
 check mode, a lost lease, a service that is gone) on the directory backend, many processes at once, and the waves'
 all-or-none rule. The same on a real etcd, and the slices of real sliced runs, are in tests/integration/."""
 
@@ -11,13 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ogc_testlib import load_source
+from ogc_testlib import collection_plugin, load_source
 
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import identity as ident
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import leases
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import backend as be
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import slots
-action = load_source("reboot_slot_action", "action_plugins/reboot_slot.py")
+action = collection_plugin("action", "reboot_slot")
 waves = load_source("reboot_waves", "filter_plugins/reboot_waves.py")
 
 

@@ -77,7 +77,7 @@ def words(output: str) -> str:
 
 
 def recorded(rep: dict) -> dict:
-    """What the host's state file (library/host_state.py) records of unfinished work in a report: its pending steps
+    """What the host's state file (plugins/modules/host_state.py) records of unfinished work in a report: its pending steps
     and its reboot (the file's other fields are the role's own bookkeeping)."""
     state = json.loads(rep["files"][STATE_FILE])
     return {"pending": state["pending"], "reboot": state["reboot"]}

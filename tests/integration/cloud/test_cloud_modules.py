@@ -156,9 +156,9 @@ def test_bad_input_fails_clearly_and_writes_nothing(testcloud, conn, tmp_path):
         failing(flavors_task("immutable", [dict(tiny, vcpus=8, extra_specs={"pci_passthrough:alias": "tesla-v100:2",
                                                                             "hw:hide_hypervisor_id": True})])),
         failing(quotas_task("negative", {"instances": -5})),
-        failing({"name": "wrong password", "os_quotas": {"auth": wrong_password, "default_class": {"instances": 3}}}),
-        failing({"name": "unreachable", "os_quotas": {"auth": unreachable, "default_class": {"instances": 3}}}),
-        failing({"name": "unknown cloud", "os_quotas": {"cloud": "nope", "default_class": {"instances": 3}}}),
+        failing({"name": "wrong password", "open_gpu_cloud.toolkit.os_quotas": {"auth": wrong_password, "default_class": {"instances": 3}}}),
+        failing({"name": "unreachable", "open_gpu_cloud.toolkit.os_quotas": {"auth": unreachable, "default_class": {"instances": 3}}}),
+        failing({"name": "unknown cloud", "open_gpu_cloud.toolkit.os_quotas": {"cloud": "nope", "default_class": {"instances": 3}}}),
     ])
     assert rc == 0, out  # every failure was ignored, none crashed
     msgs = {name: r["msg"] for name, r in res.items()}

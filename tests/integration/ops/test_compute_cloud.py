@@ -81,11 +81,11 @@ def test_lifetimes_check_shelve_delete_idempotent(compute_cloud, world, tmp_path
               "policies": [{"project": "ci", "max_age_hours": 1},
                            {"project": "scratch", "max_age_hours": 1, "action": "delete"}]}
     tasks = [
-        {"name": "check", "os_server_lifetimes": module, "check_mode": True},
+        {"name": "check", "open_gpu_cloud.toolkit.os_server_lifetimes": module, "check_mode": True},
         {"name": "after check", "openstack.cloud.server_info": {"cloud": "ogc-test", "all_projects": True}},
-        {"name": "real", "os_server_lifetimes": module},
-        {"name": "again", "os_server_lifetimes": module},
-        {"name": "unknown project", "os_server_lifetimes": dict(module, policies=[{"project": "no-such-project",
+        {"name": "real", "open_gpu_cloud.toolkit.os_server_lifetimes": module},
+        {"name": "again", "open_gpu_cloud.toolkit.os_server_lifetimes": module},
+        {"name": "unknown project", "open_gpu_cloud.toolkit.os_server_lifetimes": dict(module, policies=[{"project": "no-such-project",
                                                                                    "max_age_hours": 1}]),
          "ignore_errors": True},
     ]
@@ -167,7 +167,7 @@ def test_nova_pci_view_from_placement(compute_cloud, v100_server, tmp_path):
     """os_pci_inventory: the fake host's two V100 are counted in placement, one used by this test's server."""
     assert v100_server.status == "ACTIVE", v100_server.fault
     rc, results, raw = compute_cloud.tasks_in_order(tmp_path, [
-        {"name": "view", "os_pci_inventory": {"cloud": "ogc-test"}, "check_mode": True}])
+        {"name": "view", "open_gpu_cloud.toolkit.os_pci_inventory": {"cloud": "ogc-test"}, "check_mode": True}])
     assert rc == 0, raw
     view = results[0]
     assert view["changed"] is False and view["available"] is True and view["note"] == ""
@@ -222,7 +222,7 @@ def test_reserved_device_and_orphaned_allocation(compute_cloud, v100_server, tmp
     busy = next(name for name, n in used.items() if n == 1)
     free = next(name for name, n in used.items() if n == 0)
     ghost = str(uuid.uuid4())
-    view_task = [{"name": "view", "os_pci_inventory": {"cloud": "ogc-test"}}]
+    view_task = [{"name": "view", "open_gpu_cloud.toolkit.os_pci_inventory": {"cloud": "ogc-test"}}]
     try:
         set_reserved(admin, devices[busy], rc, 1)
         placement_call(admin, "put", f"/allocations/{ghost}", {

@@ -83,7 +83,7 @@ def boot(nova, name, metadata=None):
 
 def test_unreachable_nova_fails_before_anything_is_disabled(compute_cloud, empty_host, tmp_path):
     rc, results, raw = compute_cloud.tasks_in_order(tmp_path, [
-        {"name": "drain", "os_compute_drain": {"cloud": "ogc-nonova", "host": HOST}, "ignore_errors": True}])
+        {"name": "drain", "open_gpu_cloud.toolkit.os_compute_drain": {"cloud": "ogc-nonova", "host": HOST}, "ignore_errors": True}])
     assert rc == 0, raw
     assert results[0]["failed"] is True and results[0]["changed"] is False
     assert results[0]["msg"].startswith("cannot list the compute services of ogc-gpu-1: Nova's API cannot be "
@@ -99,9 +99,9 @@ def test_shelve_mode_shelves_and_the_exempt_one_blocks(compute_cloud, empty_host
     module = {"cloud": "ogc-test", "host": HOST, "mode": "shelve", "timeout": 20,
               "reason": "open-gpu-cloud: reboot for PCI passthrough (test)"}
     rc, results, raw = compute_cloud.tasks_in_order(tmp_path, [
-        {"name": "check", "os_compute_drain": module, "check_mode": True},
-        {"name": "drain", "os_compute_drain": module, "ignore_errors": True},
-        {"name": "enable", "os_compute_drain": {"cloud": "ogc-test", "host": HOST, "state": "enabled"}},
+        {"name": "check", "open_gpu_cloud.toolkit.os_compute_drain": module, "check_mode": True},
+        {"name": "drain", "open_gpu_cloud.toolkit.os_compute_drain": module, "ignore_errors": True},
+        {"name": "enable", "open_gpu_cloud.toolkit.os_compute_drain": {"cloud": "ogc-test", "host": HOST, "state": "enabled"}},
     ])
     assert rc == 0, raw
     check, drain, enable = results

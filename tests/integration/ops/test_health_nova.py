@@ -16,11 +16,11 @@ import subprocess
 import pytest
 import yaml
 
-from ogc_testlib import FIXTURES, ROOT, load_source
+from ogc_testlib import FIXTURES, ROOT, collection_module, load_source
 
 pytestmark = pytest.mark.integration
 mock_sysfs = load_source("mock_sysfs", "scripts/mock_sysfs.py")
-facts_module = load_source("pci_passthrough_facts", "library/pci_passthrough_facts.py")
+facts_module = collection_module("pci_passthrough_facts")
 planner = load_source("passthrough_plan", "filter_plugins/passthrough_plan.py")
 POLICY = {"exclude": ["0000:44:00.0"]}
 

@@ -10,11 +10,11 @@ import subprocess
 import pytest
 import yaml
 
-from ogc_testlib import FIXTURES, PCI_IDS, ROOT, load_library_module, load_source
+from ogc_testlib import FIXTURES, PCI_IDS, ROOT, collection_module, load_source
 
 pytestmark = pytest.mark.integration
 mock_sysfs = load_source("mock_sysfs", "scripts/mock_sysfs.py")
-facts_module = load_library_module("pci_passthrough_facts")
+facts_module = collection_module("pci_passthrough_facts")
 planner = load_source("passthrough_plan", "filter_plugins/passthrough_plan.py")
 
 

@@ -320,7 +320,7 @@ def test_the_built_gpu_image_uploads_and_boots_a_server_of_the_gpu_flavor(comput
 
         with open(os.path.join(ROOT, "inventory", "demo", "group_vars", "all", "cloud.yml"), encoding="utf-8") as handle:
             flavor = next(f for f in yaml.safe_load(handle)["cloud_flavors"] if f["name"] == "gpu_large")
-        rc, results, raw_out = compute_cloud.tasks(tmp_path, [{"name": "flavor", "os_flavors": {
+        rc, results, raw_out = compute_cloud.tasks(tmp_path, [{"name": "flavor", "open_gpu_cloud.toolkit.os_flavors": {
             "cloud": "ogc-test", "flavors": [flavor], "purge_extra_specs": True}}])
         assert rc == 0, raw_out
         server = conn.compute.create_server(name="debian-gpu", flavor_id=flavor["id"], image_id=image.id,

@@ -24,11 +24,11 @@ import time
 import pytest
 import yaml
 
-from ogc_testlib import ANSIBLE_PLAYBOOK, FIXTURES, ROOT, load_source
+from ogc_testlib import ANSIBLE_PLAYBOOK, FIXTURES, ROOT, collection_module, load_source
 
 pytestmark = pytest.mark.integration
 mock_sysfs = load_source("mock_sysfs", "scripts/mock_sysfs.py")
-facts_module = load_source("pci_passthrough_facts", "library/pci_passthrough_facts.py")
+facts_module = collection_module("pci_passthrough_facts")
 planner = load_source("passthrough_plan", "filter_plugins/passthrough_plan.py")
 
 PLACEMENT = "1.26"

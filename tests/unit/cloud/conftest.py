@@ -5,27 +5,27 @@ from __future__ import annotations
 
 import pytest
 
-from ogc_testlib import load_library_module
+from ogc_testlib import collection_module
 
 
 @pytest.fixture(scope="session")
 def os_flavors():
-    return load_library_module("os_flavors")
+    return collection_module("os_flavors")
 
 
 @pytest.fixture(scope="session")
 def os_quotas():
-    return load_library_module("os_quotas")
+    return collection_module("os_quotas")
 
 
 @pytest.fixture(scope="session")
 def os_access():
-    return load_library_module("os_access")
+    return collection_module("os_access")
 
 
 @pytest.fixture(scope="session")
 def os_images():
-    return load_library_module("os_images")
+    return collection_module("os_images")
 
 
 @pytest.fixture(scope="session")
@@ -37,4 +37,4 @@ def cloud_utils():
 
 @pytest.fixture(scope="session")
 def os_cloud():
-    return load_library_module("os_cloud")
+    return collection_module("os_cloud")

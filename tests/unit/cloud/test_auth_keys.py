@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from ogc_testlib import load_library_module
+from ogc_testlib import collection_module
 
-os_flavors = load_library_module("os_flavors")
+os_flavors = collection_module("os_flavors")
 SECRET = "Sup3r-S3cret-XYZ"
 
 

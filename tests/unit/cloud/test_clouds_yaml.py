@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from openstack.config import loader
 
-from ogc_testlib import load_library_module
+from ogc_testlib import collection_module
 
-os_quotas = load_library_module("os_quotas")
+os_quotas = collection_module("os_quotas")
 CLOUDS = """\
 clouds:
   elsewhere:

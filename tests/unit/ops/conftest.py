@@ -1,4 +1,4 @@
-"""The ops modules under test (library/os_server_lifetimes.py) and the seed V100 host as the health and
+"""The ops modules under test (plugins/modules/os_server_lifetimes.py) and the seed V100 host as the health and
 metrics filters see it; the mocked connection and the module runner come from tests/unit/conftest.py."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ import copy
 
 import pytest
 
-from ogc_testlib import load_library_module
+from ogc_testlib import collection_module
 
 
 @pytest.fixture(scope="session")
 def lifetimes():
-    return load_library_module("os_server_lifetimes")
+    return collection_module("os_server_lifetimes")
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ogc_testlib import load_library_module
+from ogc_testlib import collection_module
 
 import ansible.module_utils  # noqa: F401  (tests/unit/conftest.py adds the repo's module_utils to it)
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.ops import compute_drain  # noqa: E402
@@ -27,7 +27,7 @@ def srv(sid, status="ACTIVE", metadata=None, task_state=None):
 
 @pytest.fixture(scope="module")
 def drain_module():
-    return load_library_module("os_compute_drain")
+    return collection_module("os_compute_drain")
 
 
 # ------------------------------------------------------------------ pure parts

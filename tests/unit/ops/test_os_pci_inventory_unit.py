@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ogc_testlib import load_library_module
+from ogc_testlib import collection_module
 
 import ansible.module_utils  # noqa: F401  (tests/unit/conftest.py adds the repo's module_utils to it)
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.nova import pci_inventory  # noqa: E402
@@ -22,7 +22,7 @@ OTU = "HW_PCI_ONE_TIME_USE"
 
 @pytest.fixture(scope="module")
 def inventory_module():
-    return load_library_module("os_pci_inventory")
+    return collection_module("os_pci_inventory")
 
 
 # ------------------------------------------------------------------ pure parts

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ogc_testlib import load_library_module, load_source
+from ogc_testlib import collection_module, load_source
 
 import ansible.module_utils  # noqa: F401  (tests/unit/conftest.py adds the repo's module_utils to it)
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.ops import pci_return  # noqa: E402
@@ -24,7 +24,7 @@ filters = load_source("return_gpus_filters", "filter_plugins/return_gpus.py")
 
 @pytest.fixture(scope="module")
 def return_module():
-    return load_library_module("os_pci_return")
+    return collection_module("os_pci_return")
 
 
 # ------------------------------------------------------------------ judge (pure)

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ogc_testlib import FIXTURES, load_library_module
+from ogc_testlib import FIXTURES, collection_module
 
 import ansible.module_utils  # noqa: F401  (tests/unit/conftest.py adds the repo's module_utils to it)
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import reset as pci_reset  # noqa: E402
@@ -25,7 +25,7 @@ RESETTABLE = {"address": "0000:27:00.0", "resettable": True, "reset_methods": ["
 
 @pytest.fixture(scope="module")
 def reset_module():
-    return load_library_module("pci_device_reset")
+    return collection_module("pci_device_reset")
 
 
 # ------------------------------------------------------------------ pure parts

@@ -12,7 +12,8 @@ from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.opens
 QUOTA_KEYS = ("instances", "cores", "ram", "key_pairs", "metadata_items", "server_groups",
               "server_group_members", "injected_files", "injected_file_content_bytes", "injected_file_path_bytes")
 
-_KEY_SPEC = dict((key, dict(type="int")) for key in QUOTA_KEYS)
+# key_pairs is a count of key pairs, not a key: no_log=False says so (a name with "key" in it reads like a secret).
+_KEY_SPEC = dict((key, dict(type="int", no_log=False) if key == "key_pairs" else dict(type="int")) for key in QUOTA_KEYS)
 _PROJECT_SPEC = dict(project=dict(type="str", required=True))
 _PROJECT_SPEC.update(_KEY_SPEC)
 

@@ -2,7 +2,7 @@
 # Copyright: open-gpu-cloud contributors
 # Apache License 2.0 (see LICENSE)
 """Files a role owns on a host, all in one pass: plan each file's change from what is there, then apply it
-(library/host_files.py is the module; these are its rules).
+(plugins/modules/host_files.py is the module; these are its rules).
 
 An entry says what one path must be (paths as on the host, below ``root``: ``/`` on a real host, a sandbox
 copy in tests):

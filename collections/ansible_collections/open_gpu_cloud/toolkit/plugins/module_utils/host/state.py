@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
 # Apache License 2.0 (see LICENSE)
-"""The host's memory of unfinished work (pure functions; library/host_state.py reads and writes the file).
+"""The host's memory of unfinished work (pure functions; plugins/modules/host_state.py reads and writes the file).
 
 The state file (``/var/lib/open-gpu-cloud/passthrough_host.json`` on the host) records:
 
@@ -18,7 +18,7 @@ The state file (``/var/lib/open-gpu-cloud/passthrough_host.json`` on the host) r
   overrides them" (the reboot is refused with that cause).
 
 * ``inputs``: for each step, a fingerprint of what its tool last ran on successfully (``inputs_fingerprint``; for the
-  initramfs, the files it takes, as library/host_files.py computes it). A step whose inputs are not those it last ran
+  initramfs, the files it takes, as plugins/modules/host_files.py computes it). A step whose inputs are not those it last ran
   on is due - also when the file is gone or holds no fingerprint (removed by hand, or from an earlier version): the
   initramfs is rebuilt after the last change of its inputs whatever happened to this file.
 * ``machine``: a digest of the host's machine id. A file that names another machine (copied with an image) is not

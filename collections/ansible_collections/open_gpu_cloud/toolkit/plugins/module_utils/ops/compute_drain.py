@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
 # Apache License 2.0 (see LICENSE)
-"""Draining a nova-compute host before a reboot, and enabling it again after (library/os_compute_drain.py).
+"""Draining a nova-compute host before a reboot, and enabling it again after (plugins/modules/os_compute_drain.py).
 
 Pure parts (no API call): ``validate``, ``server_view``, ``classify`` (which servers keep the host busy, which
 a drain may shelve, which their metadata exempts: the rule of ``server_exemption``), ``service_action``. The

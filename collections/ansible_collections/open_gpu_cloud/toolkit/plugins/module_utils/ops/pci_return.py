@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
 # Apache License 2.0 (see LICENSE)
-"""Returning one-time-use GPUs to Nova (playbooks/return_gpus.yml, library/os_pci_return.py).
+"""Returning one-time-use GPUs to Nova (playbooks/return_gpus.yml, plugins/modules/os_pci_return.py).
 
 Nova (2026.1) reserves a one-time-use device's inventory in Placement (``reserved`` = ``total``) once a server got
 it, and leaves it reserved after the server is gone (os_pci_inventory's state ``waiting_return``); an operator

@@ -3,7 +3,7 @@
 # Apache License 2.0 (see LICENSE)
 """A PCI function's memory windows (BARs), as the kernel shows them in sysfs, and what a guest needs to map them.
 
-The one place for these rules: discovery (``library/pci_passthrough_facts.py``) parses with ``parse_resource``,
+The one place for these rules: discovery (``plugins/modules/pci_passthrough_facts.py``) parses with ``parse_resource``,
 the planner (``plugins/module_utils/passthrough/planner.py``) derives ``window_facts`` and ``guest_phys_bits_needed``, the
 reports print ``size_text``.
 

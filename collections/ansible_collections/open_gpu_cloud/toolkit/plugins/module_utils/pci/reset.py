@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
 # Apache License 2.0 (see LICENSE)
-"""Resetting a passthrough GPU through sysfs before it is given back to Nova (library/pci_device_reset.py).
+"""Resetting a passthrough GPU through sysfs before it is given back to Nova (plugins/modules/pci_device_reset.py).
 
 A one-time-use GPU (docs/ops.md, "Returning one-time-use GPUs") goes back to Nova only after the kernel reset it:
 ``echo 1 > /sys/bus/pci/devices/<address>/reset`` (the kernel picks the method, ``reset_method`` when it exists).

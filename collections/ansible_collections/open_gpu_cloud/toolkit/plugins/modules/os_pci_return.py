@@ -20,10 +20,10 @@ description:
     every refused device named, before anything is written.
   - A generation conflict (HTTP 409 C(placement.concurrent_update), Nova's periodic update wrote the provider
     meanwhile) reads the device again, judges it again and writes again, at most I(conflict_retries) times.
-  - It does not reset the device; playbooks/return_gpus.yml resets each on its host first (M(pci_device_reset)).
+  - It does not reset the device; playbooks/return_gpus.yml resets each on its host first (M(open_gpu_cloud.toolkit.pci_device_reset)).
 version_added: "0.1.0"
-author: open-gpu-cloud contributors
-extends_documentation_fragment: [ogc_openstack, open_gpu_cloud.toolkit.attributes.check_and_diff]
+author: open-gpu-cloud contributors (@open-gpu-cloud)
+extends_documentation_fragment: [open_gpu_cloud.toolkit.openstack, open_gpu_cloud.toolkit.attributes.check_and_diff]
 attributes:
   check_mode:
     description: Reads and judges as a real run does and writes nothing; the result lists the devices it would return.
@@ -57,7 +57,7 @@ notes:
 
 EXAMPLES = r"""
 - name: Return a one-time-use GPU once it is clean
-  os_pci_return:
+  open_gpu_cloud.toolkit.os_pci_return:
     devices:
       - name: gpu01_0000:27:00.0
         uuid: 5c3f0e1a-0b7e-4bb1-9a53-5a4c4f0c2c11

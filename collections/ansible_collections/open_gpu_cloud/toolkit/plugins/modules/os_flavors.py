@@ -23,8 +23,8 @@ description:
   - Flavors that are not declared are left alone unless I(prune=true).
   - Check mode and diff mode use the same difference function as a real run.
 version_added: "0.1.0"
-author: open-gpu-cloud contributors
-extends_documentation_fragment: [ogc_openstack, open_gpu_cloud.toolkit.attributes.check_and_diff]
+author: open-gpu-cloud contributors (@open-gpu-cloud)
+extends_documentation_fragment: [open_gpu_cloud.toolkit.openstack, open_gpu_cloud.toolkit.attributes.check_and_diff]
 options:
   flavors:
     description: The flavors to converge, in the order they are applied.
@@ -112,7 +112,7 @@ notes:
 
 EXAMPLES = r"""
 - name: Converge the GPU and CI flavors
-  os_flavors:
+  open_gpu_cloud.toolkit.os_flavors:
     cloud: ogc-test
     known_aliases: "{{ groups['gpu_hosts'] | map('extract', hostvars, ['passthrough_plan', 'aliases'])
                       | flatten | map(attribute='name') | unique }}"
@@ -123,7 +123,7 @@ EXAMPLES = r"""
       - {name: team_only, vcpus: 2, ram: 4096, disk: 20, is_public: false, projects: [research]}
 
 - name: Remove undeclared gpu_* flavors, resize one (new flavor ID)
-  os_flavors:
+  open_gpu_cloud.toolkit.os_flavors:
     cloud: ogc-test
     prune: true
     prune_patterns: ["gpu_*"]

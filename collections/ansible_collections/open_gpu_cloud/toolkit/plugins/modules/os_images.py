@@ -23,8 +23,8 @@ description:
   - Check mode and diff use the same difference function as a real run (check mode reads local files to
     hash them, downloads nothing).
 version_added: "0.1.0"
-author: open-gpu-cloud contributors
-extends_documentation_fragment: [ogc_openstack, open_gpu_cloud.toolkit.attributes.check_and_diff]
+author: open-gpu-cloud contributors (@open-gpu-cloud)
+extends_documentation_fragment: [open_gpu_cloud.toolkit.openstack, open_gpu_cloud.toolkit.attributes.check_and_diff]
 options:
   images:
     description: Images to converge.
@@ -82,7 +82,7 @@ notes:
 
 EXAMPLES = r"""
 - name: The runners' images
-  os_images:
+  open_gpu_cloud.toolkit.os_images:
     cloud: ogc-test
     images:
       - name: ubuntu-2204-nvidia

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
 # Apache License 2.0 (see LICENSE)
-"""The reboot_slot task (library/reboot_slot.py documents it): fleet-wide reboot slots, so every run of
+"""The reboot_slot task (plugins/modules/reboot_slot.py documents it): fleet-wide reboot slots, so every run of
 playbooks/host.yml at once (the slices of an AWX sliced job, on one control host or several) together never reboots
 more GPU hosts than one wave of the fleet. The rules are in plugins/module_utils/coordination/ (leases.py, slots.py), the
 records on the backend ``url`` names (backend.py), the run's lease kept by its keeper (keeper.py).

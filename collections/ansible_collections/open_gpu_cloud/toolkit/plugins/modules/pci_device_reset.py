@@ -21,12 +21,12 @@ description:
     operator may still return it without a reset) from C(blocked) (not on vfio-pci, held open, gone from the bus, a
     tree that leads out of its root, or the reset failed; never returned).
   - Every path resolves inside I(sysfs_root); a symlink out of the tree (a sandbox or a captured host) is refused, as
-    M(pci_passthrough_facts) refuses it. C(reset) is opened write-only, without following a link and without
+    M(open_gpu_cloud.toolkit.pci_passthrough_facts) refuses it. C(reset) is opened write-only, without following a link and without
     creating anything.
   - Skipping is not a failure; the module fails only when I(sysfs_root) or I(procfs_root) is not a sysfs or procfs
     tree, or I(plan) is not a plan.
 version_added: "0.1.0"
-author: open-gpu-cloud contributors
+author: open-gpu-cloud contributors (@open-gpu-cloud)
 extends_documentation_fragment: [open_gpu_cloud.toolkit.attributes.check_only]
 attributes:
   check_mode:
@@ -74,7 +74,7 @@ notes:
 
 EXAMPLES = r"""
 - name: Reset the GPUs waiting to be returned
-  pci_device_reset:
+  open_gpu_cloud.toolkit.pci_device_reset:
     host: "{{ inventory_hostname }}"
     devices:
       - {address: "0000:27:00.0", provider: 5c3f0e1a-0b7e-4bb1-9a53-5a4c4f0c2c11, resource_class: CUSTOM_PCI_10DE_1DB4}

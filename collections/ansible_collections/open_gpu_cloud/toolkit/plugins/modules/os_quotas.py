@@ -23,15 +23,15 @@ description:
     writes the project's own value.
   - Check mode and diff mode use the same difference function as a real run.
 version_added: "0.1.0"
-author: open-gpu-cloud contributors
-extends_documentation_fragment: [ogc_openstack, ogc_quotas, open_gpu_cloud.toolkit.attributes.check_and_diff]
+author: open-gpu-cloud contributors (@open-gpu-cloud)
+extends_documentation_fragment: [open_gpu_cloud.toolkit.openstack, open_gpu_cloud.toolkit.quotas, open_gpu_cloud.toolkit.attributes.check_and_diff]
 notes:
   - Needs admin rights.
 """
 
 EXAMPLES = r"""
 - name: The seed's quota, as code
-  os_quotas:
+  open_gpu_cloud.toolkit.os_quotas:
     cloud: ogc-test
     default_class:
       instances: 15

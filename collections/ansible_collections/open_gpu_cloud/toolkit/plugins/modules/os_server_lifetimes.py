@@ -33,8 +33,8 @@ description:
   - In check mode nothing is changed; C(would_act) lists what a real run would do. A real run fills
     C(acted) with what it did (and C(would_act) with the same servers).
 version_added: "0.1.0"
-author: open-gpu-cloud contributors
-extends_documentation_fragment: [ogc_openstack, open_gpu_cloud.toolkit.attributes.check_only]
+author: open-gpu-cloud contributors (@open-gpu-cloud)
+extends_documentation_fragment: [open_gpu_cloud.toolkit.openstack, open_gpu_cloud.toolkit.attributes.check_only]
 options:
   default_action:
     description: Action for policy items without their own I(action), and for the default.
@@ -100,7 +100,7 @@ notes:
 
 EXAMPLES = r"""
 - name: Shelve CI servers after 6 hours, research servers after a week, delete scratch servers after a day
-  os_server_lifetimes:
+  open_gpu_cloud.toolkit.os_server_lifetimes:
     cloud: ogc-test
     default_max_age_hours: 168
     policies:
@@ -108,7 +108,7 @@ EXAMPLES = r"""
       - {project: scratch, max_age_hours: 24, action: delete}
 
 - name: What would tomorrow's run do?
-  os_server_lifetimes:
+  open_gpu_cloud.toolkit.os_server_lifetimes:
     cloud: ogc-test
     default_max_age_hours: 168
     now: "2026-11-22T00:00:00Z"

@@ -2,7 +2,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
 # Apache License 2.0 (see LICENSE)
-"""Documentation of the host_lock task; the work is its action plugin's (action_plugins/host_lock.py)."""
+"""Documentation of the host_lock task; the work is its action plugin's (plugins/action/host_lock.py)."""
 
 from __future__ import annotations
 
@@ -59,26 +59,27 @@ options:
 extends_documentation_fragment: [open_gpu_cloud.toolkit.attributes.check_only]
 attributes:
   action:
+    description: Runs as an action plugin on the control host, where the run's identity and the liveness of other runs are known.
     support: full
 notes:
   - Check mode takes nothing; it fails, as a real run would, when another live run holds the lock.
 author:
-  - open-gpu-cloud contributors
+  - open-gpu-cloud contributors (@open-gpu-cloud)
 """
 
 EXAMPLES = r"""
 - name: Take the host's lock
-  host_lock:
+  open_gpu_cloud.toolkit.host_lock:
     path: /var/lib/open-gpu-cloud/passthrough_host.lock
     lease: 900
 
 - name: Keep it through a tool that may take half an hour
-  host_lock:
+  open_gpu_cloud.toolkit.host_lock:
     state: renewed
     lease: 2700
 
 - name: Release it
-  host_lock:
+  open_gpu_cloud.toolkit.host_lock:
     path: /var/lib/open-gpu-cloud/passthrough_host.lock
     state: released
 """

@@ -27,8 +27,8 @@ description:
     one-time-use trait), C(waiting_return) (a one-time-use device, trait C(HW_PCI_ONE_TIME_USE), that Nova reserved
     after use, with no allocation left, until an operator sets C(reserved) back to 0), C(in_use) and C(free).
 version_added: "0.1.0"
-author: open-gpu-cloud contributors
-extends_documentation_fragment: [ogc_openstack, open_gpu_cloud.toolkit.attributes.check_only]
+author: open-gpu-cloud contributors (@open-gpu-cloud)
+extends_documentation_fragment: [open_gpu_cloud.toolkit.openstack, open_gpu_cloud.toolkit.attributes.check_only]
 options:
   resource_classes:
     description:
@@ -45,7 +45,7 @@ notes:
 
 EXAMPLES = r"""
 - name: What Nova counts
-  os_pci_inventory:
+  open_gpu_cloud.toolkit.os_pci_inventory:
     cloud: ogc-test
   register: nova_pci
 """

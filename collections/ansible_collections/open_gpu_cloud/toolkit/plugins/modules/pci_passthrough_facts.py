@@ -39,7 +39,7 @@ description:
     C(iommu_group) link to a group that does not exist is an error (a partial capture), not an IOMMU group.
 version_added: "0.1.0"
 author:
-  - open-gpu-cloud contributors
+  - open-gpu-cloud contributors (@open-gpu-cloud)
 options:
   pci_ids_path:
     description:
@@ -69,15 +69,15 @@ notes:
 
 EXAMPLES = r"""
 - name: Discover GPUs and IOMMU groups on this host
-  pci_passthrough_facts:
+  open_gpu_cloud.toolkit.pci_passthrough_facts:
 
 - name: Plan on a captured tree instead of the live host
-  pci_passthrough_facts:
+  open_gpu_cloud.toolkit.pci_passthrough_facts:
     sysfs_root: /srv/captures/gpu01/sys
     procfs_root: /srv/captures/gpu01/proc
 
 - name: Read names from a copy of the PCI ID database
-  pci_passthrough_facts:
+  open_gpu_cloud.toolkit.pci_passthrough_facts:
     pci_ids_path: /srv/captures/gpu01/pci.ids
 
 - name: Show the GPUs

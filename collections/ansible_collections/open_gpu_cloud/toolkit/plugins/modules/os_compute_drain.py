@@ -17,7 +17,7 @@ description:
   - An instance runs on the host unless it is C(SHUTOFF), C(SHELVED), C(SHELVED_OFFLOADED) or deleted with
     no task in progress; C(ERROR), C(BUILD), C(PAUSED), C(SUSPENDED) and the rest count as running.
   - I(mode=shelve) shelves the running instances first, except those whose metadata exempts them (the rule
-    of M(os_server_lifetimes), C(ogc:exempt=true) or an C(ogc:expires) date still ahead); those keep blocking.
+    of M(open_gpu_cloud.toolkit.os_server_lifetimes), C(ogc:exempt=true) or an C(ogc:expires) date still ahead); those keep blocking.
     I(mode=skip) leaves a busy host alone (the service is not disabled, or is enabled again when an instance
     landed meanwhile) and reports C(outcome=skipped).
   - When the wait times out the module fails naming the instances; the service stays disabled, so a later
@@ -32,8 +32,8 @@ description:
   - In check mode nothing is changed; the result lists the instances that keep the host busy (C(blocking))
     and those a real run would shelve (C(would_shelve)).
 version_added: "0.1.0"
-author: open-gpu-cloud contributors
-extends_documentation_fragment: [ogc_openstack, open_gpu_cloud.toolkit.attributes.check_only]
+author: open-gpu-cloud contributors (@open-gpu-cloud)
+extends_documentation_fragment: [open_gpu_cloud.toolkit.openstack, open_gpu_cloud.toolkit.attributes.check_only]
 options:
   binary:
     description: The service to disable.
@@ -87,7 +87,7 @@ notes:
 
 EXAMPLES = r"""
 - name: Drain gpu-node-3 before rebooting it, shelving what runs there
-  os_compute_drain:
+  open_gpu_cloud.toolkit.os_compute_drain:
     cloud: ogc-admin
     host: gpu-node-3
     mode: shelve
@@ -95,7 +95,7 @@ EXAMPLES = r"""
     timeout: 3600
 
 - name: After a good verification, take instances again
-  os_compute_drain:
+  open_gpu_cloud.toolkit.os_compute_drain:
     cloud: ogc-admin
     host: gpu-node-3
     state: enabled

@@ -82,14 +82,14 @@ notes:
   - Check mode plans with the same function as a real run and writes nothing.
   - With C(--diff) each changed file is shown whole, before and after; created directories, links, removals
     and mode changes as the C(file) module shows them.
-extends_documentation_fragment: [ogc_host_state, open_gpu_cloud.toolkit.attributes.check_and_diff]
+extends_documentation_fragment: [open_gpu_cloud.toolkit.host_state, open_gpu_cloud.toolkit.attributes.check_and_diff]
 author:
-  - open-gpu-cloud contributors
+  - open-gpu-cloud contributors (@open-gpu-cloud)
 """
 
 EXAMPLES = r"""
 - name: Write the vfio files
-  host_files:
+  open_gpu_cloud.toolkit.host_files:
     files:
       - path: /etc/modprobe.d/vfio.conf
         content: "{{ lookup('ansible.builtin.template', 'vfio.conf.j2') }}"
@@ -147,7 +147,7 @@ changed_paths:
   elements: str
 inputs:
   description: For each step named in O(files[].needs), a fingerprint of its entries as they are to be - what its
-    tool runs on. Recorded in the state file once the tool succeeded (host_state O(host_state#module:inputs)).
+    tool runs on. Recorded in the state file once the tool succeeded (host_state O(open_gpu_cloud.toolkit.host_state#module:inputs)).
   returned: success
   type: dict
   sample: {initramfs: "sha256:5d41402abc4b2a76b9719d911017c592..."}

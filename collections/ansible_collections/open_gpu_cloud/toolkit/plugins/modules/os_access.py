@@ -20,8 +20,8 @@ description:
     one openstacksdk connection. Check mode and diff use the same difference function.
   - Role assignments of a disabled user are kept (disabling is enough to stop access).
 version_added: "0.1.0"
-author: open-gpu-cloud contributors
-extends_documentation_fragment: [ogc_openstack, open_gpu_cloud.toolkit.attributes.check_and_diff]
+author: open-gpu-cloud contributors (@open-gpu-cloud)
+extends_documentation_fragment: [open_gpu_cloud.toolkit.openstack, open_gpu_cloud.toolkit.attributes.check_and_diff]
 options:
   allow_list:
     description:
@@ -102,7 +102,7 @@ notes:
 
 EXAMPLES = r"""
 - name: Projects and the users who accepted the terms of service
-  os_access:
+  open_gpu_cloud.toolkit.os_access:
     cloud: ogc-test
     projects:
       - {name: ci, description: GitHub Actions runners}

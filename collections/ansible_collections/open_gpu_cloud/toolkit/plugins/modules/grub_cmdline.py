@@ -70,7 +70,7 @@ options:
     default: Debian
   output:
     description:
-      - What the boot-config tool generates (as the boot_entries module's O(boot_entries#module:output)), read to
+      - What the boot-config tool generates (as the boot_entries module's O(open_gpu_cloud.toolkit.boot_entries#module:output)), read to
         tell whether it is older than the files. Empty - C(/boot/grub/grub.cfg) (Debian family) or the BLS
         directory C(/boot/loader/entries) (RHEL family).
     type: str
@@ -100,14 +100,14 @@ options:
 notes:
   - Check mode computes the edit with the same function as a real run and writes nothing.
   - With C(--diff) every file that changes is shown whole, before and after.
-extends_documentation_fragment: [ogc_host_state, open_gpu_cloud.toolkit.attributes.check_and_diff]
+extends_documentation_fragment: [open_gpu_cloud.toolkit.host_state, open_gpu_cloud.toolkit.attributes.check_and_diff]
 author:
-  - open-gpu-cloud contributors
+  - open-gpu-cloud contributors (@open-gpu-cloud)
 """
 
 EXAMPLES = r"""
 - name: Put the passthrough arguments on the kernel command line
-  grub_cmdline:
+  open_gpu_cloud.toolkit.grub_cmdline:
     family: Debian
     present:
       - amd_iommu=on
@@ -120,7 +120,7 @@ EXAMPLES = r"""
   register: __grub
 
 - name: Edit a sandbox copy of a Rocky 9 host
-  grub_cmdline:
+  open_gpu_cloud.toolkit.grub_cmdline:
     root: /srv/sandbox/host1
     family: RedHat
     present: [intel_iommu=on]
@@ -135,8 +135,8 @@ host_state:
   returned: O(state_file) is set and the module succeeded
   type: dict
   contains:
-    pending: {description: Steps an earlier run left pending (C(initramfs), C(boot_config))., type: list, elements: str}
-    reboot: {description: The reboot recorded to settle the plan, or null., type: dict}
+    pending: {description: "Steps an earlier run left pending (C(initramfs), C(boot_config)).", type: list, elements: str}
+    reboot: {description: "The reboot recorded to settle the plan, or null.", type: dict}
     version: {description: The state file's format., type: int}
 path:
   description: The GRUB file as on the host.
@@ -165,7 +165,7 @@ why:
   sample: the GRUB files change
 files_fingerprint:
   description: The fingerprint of the arguments the files give after the edit (RV(after)); the state file records it
-    when the tool succeeded (host_state O(host_state#module:generated_from)).
+    when the tool succeeded (host_state O(open_gpu_cloud.toolkit.host_state#module:generated_from)).
   returned: success
   type: str
 overridden:
@@ -296,7 +296,7 @@ def run(params, state=None):
         ) from None
     except bc.BootConfigError as exc:
         raise bf.BootFilesError(to_native(exc)) from None
-    real_of = {shown: (target, real) for shown, target, real, _ in sourced}
+    real_of = {shown: (target, real) for shown, target, real, _text in sourced}
     writes = [(real_of[shown][1], shown, text) for shown, text in plan["texts"].items()]
     why = _tool_needed(root, family, params, state, writes, plan["after"])
     if why and family == "RedHat":
@@ -312,7 +312,7 @@ def run(params, state=None):
                 f"Add them to GRUB_CMDLINE_LINUX in {params['path']} to keep them for every kernel, or remove them "
                 "from the entries (grubby --update-kernel=ALL --remove-args=\"...\"), then run this play again")
     result.update(
-        target=plan["target"], overridden=plan["overridden"], sourced=[s for s, _ in files],
+        target=plan["target"], overridden=plan["overridden"], sourced=[s for s, _text in files],
         before=plan["before"], after=plan["after"], changes=plan["changes"],
         added=[a for a in plan["after"] if a not in plan["before"]],
         removed=[a for a in plan["before"] if a not in plan["after"]],

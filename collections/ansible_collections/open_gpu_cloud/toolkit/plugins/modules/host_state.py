@@ -38,15 +38,15 @@ options:
     default: false
   inputs:
     description:
-      - Record what a step's tool just ran on, a fingerprint per step (library/host_files.py's
-        RV(host_files#module:inputs)), given with O(pending_remove) once the tool succeeded. A step whose inputs
+      - Record what a step's tool just ran on, a fingerprint per step (plugins/modules/host_files.py's
+        RV(open_gpu_cloud.toolkit.host_files#module:inputs)), given with O(pending_remove) once the tool succeeded. A step whose inputs
         later differ from these is due again.
     type: dict
     default: {}
   generated_from:
     description:
       - Record what the boot-config tool just generated from - the fingerprint of the kernel arguments the GRUB files
-        give (the grub_cmdline module's RV(grub_cmdline#module:files_fingerprint)). Given with O(pending_remove)
+        give (the grub_cmdline module's RV(open_gpu_cloud.toolkit.grub_cmdline#module:files_fingerprint)). Given with O(pending_remove)
         C(boot_config) once the tool succeeded; empty records nothing.
     type: str
     default: ''
@@ -81,16 +81,16 @@ extends_documentation_fragment: [open_gpu_cloud.toolkit.attributes.check_and_dif
 notes:
   - Check mode computes the new state and writes nothing.
 author:
-  - open-gpu-cloud contributors
+  - open-gpu-cloud contributors (@open-gpu-cloud)
 """
 
 EXAMPLES = r"""
 - name: Mark the initramfs rebuild pending
-  host_state:
+  open_gpu_cloud.toolkit.host_state:
     pending_add: [initramfs]
 
 - name: May the host be rebooted?
-  host_state:
+  open_gpu_cloud.toolkit.host_state:
     decide: true
     boot_args: "{{ __entries.entries | map(attribute='args') | list }}"
     plan_pending: "{{ __plan.pending }}"

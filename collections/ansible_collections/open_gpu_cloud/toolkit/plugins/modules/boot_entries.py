@@ -77,12 +77,12 @@ extends_documentation_fragment: [open_gpu_cloud.toolkit.attributes.check_only]
 notes:
   - Read-only; runs the same in check mode.
 author:
-  - open-gpu-cloud contributors
+  - open-gpu-cloud contributors (@open-gpu-cloud)
 """
 
 EXAMPLES = r"""
 - name: Read back the generated boot configuration
-  boot_entries:
+  open_gpu_cloud.toolkit.boot_entries:
     family: RedHat
     present: [amd_iommu=on, iommu=pt]
     absent: [iommu=off]

@@ -2,7 +2,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
 # Apache License 2.0 (see LICENSE)
-"""Documentation of the reboot_slot task; the work is its action plugin's (action_plugins/reboot_slot.py)."""
+"""Documentation of the reboot_slot task; the work is its action plugin's (plugins/action/reboot_slot.py)."""
 
 from __future__ import annotations
 
@@ -90,6 +90,7 @@ options:
 extends_documentation_fragment: [open_gpu_cloud.toolkit.attributes.check_only]
 attributes:
   action:
+    description: Runs as an action plugin on the control host, where the run's identity and the liveness of other runs are known.
     support: full
   check_mode:
     details: Writes nothing, grants no lease and waits for nothing; reports which slot would be taken, or who holds
@@ -99,12 +100,12 @@ notes:
   - Runs on the control host whatever host the task is for; delegate it to localhost to say so.
   - etcd needs the Python package etcd3gw on the control host (the execution environment has it).
 author:
-  - open-gpu-cloud contributors
+  - open-gpu-cloud contributors (@open-gpu-cloud)
 """
 
 EXAMPLES = r"""
 - name: Wait for a fleet-wide reboot slot
-  reboot_slot:
+  open_gpu_cloud.toolkit.reboot_slot:
     url: etcd3+http://192.0.2.10:2379
     capacity: 4
     timeout: 3600
@@ -113,19 +114,19 @@ EXAMPLES = r"""
   delegate_to: localhost
 
 - name: Prove the slot is still this run's, right before the reboot
-  reboot_slot:
+  open_gpu_cloud.toolkit.reboot_slot:
     url: etcd3+http://192.0.2.10:2379
     state: confirmed
   delegate_to: localhost
 
 - name: Give it back
-  reboot_slot:
+  open_gpu_cloud.toolkit.reboot_slot:
     url: etcd3+http://192.0.2.10:2379
     state: released
   delegate_to: localhost
 
 - name: Stop the other slices' rollout
-  reboot_slot:
+  open_gpu_cloud.toolkit.reboot_slot:
     url: etcd3+http://192.0.2.10:2379
     state: stopped
     reason: the verification failed

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
 # Apache License 2.0 (see LICENSE)
-"""The host_lock task (library/host_lock.py documents it): one run of the host phase per host at a time, under a
+"""The host_lock task (plugins/modules/host_lock.py documents it): one run of the host phase per host at a time, under a
 lease. The rules are in plugins/module_utils/coordination/host_lock.py and leases.py.
 
 The identity of this ansible-playbook run and the liveness of another run are answered here, on the control host,

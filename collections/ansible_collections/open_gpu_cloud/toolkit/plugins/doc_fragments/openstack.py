@@ -27,7 +27,7 @@ options:
       - C(password), C(token) and C(application_credential_secret) are never logged.
     type: dict
     suboptions:
-      auth_url: {description: Keystone's URL, e.g. https://keystone.example:5000/v3., type: str}
+      auth_url: {description: "Keystone's URL, e.g. https://keystone.example:5000/v3.", type: str}
       username: {description: User name., type: str}
       user_id: {description: User ID., type: str}
       password: {description: Password (no_log)., type: str}
@@ -79,5 +79,5 @@ requirements:
   - openstacksdk >= 1.0
 notes:
   - The connection options are declared once per play, for all these modules, with the action group
-    C(group/ogc.cloud.openstack) in C(module_defaults) (the playbooks pass the environment's C(cloud_connection)).
+    C(group/open_gpu_cloud.toolkit.openstack) in C(module_defaults) (the playbooks pass the environment's C(cloud_connection)).
 """

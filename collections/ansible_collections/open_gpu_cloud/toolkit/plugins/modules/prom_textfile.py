@@ -22,7 +22,7 @@ description:
     written in check mode.
 version_added: "0.1.0"
 author:
-  - open-gpu-cloud contributors
+  - open-gpu-cloud contributors (@open-gpu-cloud)
 options:
   content:
     description:
@@ -55,7 +55,7 @@ attributes:
 
 EXAMPLES = r"""
 - name: Write the GPU health metrics
-  prom_textfile:
+  open_gpu_cloud.toolkit.prom_textfile:
     path: /var/lib/node_exporter/textfile_collector/ogc_gpu.prom
     content: "{{ gpu_health_report | gpu_health_metrics(now().timestamp()) }}"
     volatile_metrics: [ogc_gpu_health_last_run_timestamp_seconds]
