@@ -1,6 +1,6 @@
 """The collection as an operator installs it: ansible-galaxy builds a tarball of
 collections/ansible_collections/open_gpu_cloud/toolkit, installs it into an empty directory, and a playbook outside the
-repository (no project ansible.cfg, no library/ or module_utils/ of the checkout) runs its module and filters by full
+repository (no project ansible.cfg, no filter_plugins/ of the checkout) runs its module and filters by full
 name: the module's shared code travels with it (AnsiballZ packs the collection's module_utils), the filters import
 theirs plainly."""
 

@@ -1,4 +1,4 @@
-"""The cloud modules under test (library/os_*.py); the mocked connection and the module runner come
+"""The cloud modules under test (the collection's os_* modules); the mocked connection and the module runner come
 from tests/unit/conftest.py."""
 
 from __future__ import annotations

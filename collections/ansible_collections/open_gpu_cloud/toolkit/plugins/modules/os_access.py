@@ -103,7 +103,7 @@ notes:
 EXAMPLES = r"""
 - name: Projects and the users who accepted the terms of service
   open_gpu_cloud.toolkit.os_access:
-    cloud: ogc-test
+    cloud: gpu-cloud
     projects:
       - {name: ci, description: GitHub Actions runners}
     allow_list_file: "{{ playbook_dir }}/../access/users.json"

@@ -259,7 +259,7 @@ notes:
 EXAMPLES = r"""
 - name: Converge the whole declared cloud (one module run, one login)
   open_gpu_cloud.toolkit.os_cloud:
-    cloud: ogc-test
+    cloud: gpu-cloud
     access:
       projects: [{name: conda-forge, description: GPU CI}]
       allow_list_file: /etc/open-gpu-cloud/allowed-logins.json

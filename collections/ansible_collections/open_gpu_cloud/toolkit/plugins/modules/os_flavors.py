@@ -113,7 +113,7 @@ notes:
 EXAMPLES = r"""
 - name: Converge the GPU and CI flavors
   open_gpu_cloud.toolkit.os_flavors:
-    cloud: ogc-test
+    cloud: gpu-cloud
     known_aliases: "{{ groups['gpu_hosts'] | map('extract', hostvars, ['passthrough_plan', 'aliases'])
                       | flatten | map(attribute='name') | unique }}"
     flavors:
@@ -124,7 +124,7 @@ EXAMPLES = r"""
 
 - name: Remove undeclared gpu_* flavors, resize one (new flavor ID)
   open_gpu_cloud.toolkit.os_flavors:
-    cloud: ogc-test
+    cloud: gpu-cloud
     prune: true
     prune_patterns: ["gpu_*"]
     recreate_on_change: true

@@ -83,7 +83,7 @@ notes:
 EXAMPLES = r"""
 - name: The runners' images
   open_gpu_cloud.toolkit.os_images:
-    cloud: ogc-test
+    cloud: gpu-cloud
     images:
       - name: ubuntu-2204-nvidia
         url: https://images.example.org/ubuntu-2204-nvidia-20230914.qcow2

@@ -46,7 +46,7 @@ notes:
 EXAMPLES = r"""
 - name: What Nova counts
   open_gpu_cloud.toolkit.os_pci_inventory:
-    cloud: ogc-test
+    cloud: gpu-cloud
   register: nova_pci
 """
 

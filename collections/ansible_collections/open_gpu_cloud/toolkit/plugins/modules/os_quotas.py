@@ -32,7 +32,7 @@ notes:
 EXAMPLES = r"""
 - name: The seed's quota, as code
   open_gpu_cloud.toolkit.os_quotas:
-    cloud: ogc-test
+    cloud: gpu-cloud
     default_class:
       instances: 15
     projects:

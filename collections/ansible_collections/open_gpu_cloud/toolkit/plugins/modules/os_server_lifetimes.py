@@ -101,7 +101,7 @@ notes:
 EXAMPLES = r"""
 - name: Shelve CI servers after 6 hours, research servers after a week, delete scratch servers after a day
   open_gpu_cloud.toolkit.os_server_lifetimes:
-    cloud: ogc-test
+    cloud: gpu-cloud
     default_max_age_hours: 168
     policies:
       - {project: ci, max_age_hours: 6}
@@ -109,7 +109,7 @@ EXAMPLES = r"""
 
 - name: What would tomorrow's run do?
   open_gpu_cloud.toolkit.os_server_lifetimes:
-    cloud: ogc-test
+    cloud: gpu-cloud
     default_max_age_hours: 168
     now: "2026-11-22T00:00:00Z"
   check_mode: true
