@@ -52,9 +52,9 @@ def main():
     from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import ids as pci_ids  # pylint: disable=import-outside-toplevel
 
     mock = load("mock_sysfs", "scripts/mock_sysfs.py")
-    facts_mod = load("pci_passthrough_facts", "plugins/modules/pci_passthrough_facts.py")
+    from ansible_collections.open_gpu_cloud.toolkit.plugins.modules import pci_passthrough_facts as facts_mod  # pylint: disable=import-outside-toplevel
     planner = load("passthrough_plan", "filter_plugins/passthrough_plan.py")
-    module_path = os.path.join(ROOT, "library", "pci_passthrough_facts.py")
+    module_path = facts_mod.__file__
     database_path = pci_ids.find()
     print(f"pci.ids: {database_path}")
     print(f"{'devices':>8} {'groups':>7} {'discover()':>11} {'+ names':>9} {'module process':>15} {'plan':>8}")

@@ -32,7 +32,7 @@ def own(flavors, tag):
 
 
 def flavors_task(name, flavors, check=False, **options):
-    task = {"name": name, "os_flavors": dict(cloud="ogc-test", flavors=flavors, known_aliases=["tesla-v100"],
+    task = {"name": name, "open_gpu_cloud.toolkit.os_flavors": dict(cloud="ogc-test", flavors=flavors, known_aliases=["tesla-v100"],
                                              **options)}
     if check:
         task["check_mode"] = True
@@ -45,7 +45,7 @@ def quotas_task(name, default_class=None, projects=None, check=False, **options)
         args["default_class"] = default_class
     if projects is not None:
         args["projects"] = projects
-    task = {"name": name, "os_quotas": args}
+    task = {"name": name, "open_gpu_cloud.toolkit.os_quotas": args}
     if check:
         task["check_mode"] = True
     return task
@@ -221,7 +221,7 @@ MARK = "managed by open-gpu-cloud allow-list"
 
 
 def access_task(name, allow_list_file, check=False, **options):
-    task = {"name": name, "os_access": dict(cloud="ogc-test", projects=[{"name": "it-ci", "description": "CI"}],
+    task = {"name": name, "open_gpu_cloud.toolkit.os_access": dict(cloud="ogc-test", projects=[{"name": "it-ci", "description": "CI"}],
                                             allow_list_file=str(allow_list_file), user_projects=["it-ci"],
                                             **options)}
     if check:
@@ -296,7 +296,7 @@ def http_dir(tmp_path):
 
 
 def images_task(name, images, check=False):
-    task = {"name": name, "os_images": {"cloud": "ogc-test", "images": images, "timeout": 120}}
+    task = {"name": name, "open_gpu_cloud.toolkit.os_images": {"cloud": "ogc-test", "images": images, "timeout": 120}}
     if check:
         task["check_mode"] = True
     return task
@@ -349,7 +349,7 @@ def test_images_upload_update_replace_and_retire(testcloud, conn, tmp_path, http
 
 
 def cloud_task(name, check=False, **sections):
-    task = {"name": name, "os_cloud": dict(cloud="ogc-test", **sections)}
+    task = {"name": name, "open_gpu_cloud.toolkit.os_cloud": dict(cloud="ogc-test", **sections)}
     if check:
         task["check_mode"] = True
     return task

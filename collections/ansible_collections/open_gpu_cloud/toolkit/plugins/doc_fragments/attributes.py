@@ -32,3 +32,12 @@ attributes:
     description: Returns no difference.
     support: none
 """
+
+    # A module whose work is done by an action plugin of the same name on the control host (host_lock, reboot_slot).
+    ACTION_PLUGIN = r"""
+attributes:
+  action:
+    description: Runs as an action plugin on the control host, where the run's identity and the liveness of other
+      runs are known.
+    support: full
+"""

@@ -56,11 +56,7 @@ options:
     description: The role's state file as on the host, checked to be no directory or symbolic link.
     type: str
     default: /var/lib/open-gpu-cloud/passthrough_host.json
-extends_documentation_fragment: [open_gpu_cloud.toolkit.attributes.check_only]
-attributes:
-  action:
-    description: Runs as an action plugin on the control host, where the run's identity and the liveness of other runs are known.
-    support: full
+extends_documentation_fragment: [open_gpu_cloud.toolkit.attributes.check_only, open_gpu_cloud.toolkit.attributes.action_plugin]
 notes:
   - Check mode takes nothing; it fails, as a real run would, when another live run holds the lock.
 author:

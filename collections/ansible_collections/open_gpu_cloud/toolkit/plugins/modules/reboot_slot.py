@@ -87,11 +87,8 @@ options:
     type: list
     elements: str
     default: []
-extends_documentation_fragment: [open_gpu_cloud.toolkit.attributes.check_only]
+extends_documentation_fragment: [open_gpu_cloud.toolkit.attributes.check_only, open_gpu_cloud.toolkit.attributes.action_plugin]
 attributes:
-  action:
-    description: Runs as an action plugin on the control host, where the run's identity and the liveness of other runs are known.
-    support: full
   check_mode:
     details: Writes nothing, grants no lease and waits for nothing; reports which slot would be taken, or who holds
       them all.
