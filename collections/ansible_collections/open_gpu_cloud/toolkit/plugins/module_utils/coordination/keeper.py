@@ -45,6 +45,8 @@ from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordinatio
 __all__ = ["runtime_dir", "pidfile", "running", "ensure", "keep", "stop", "main"]
 
 MARKER = "open-gpu-cloud-keeper"
+# This module's import name, also when it runs as the keeper (``python -m`` names it __main__).
+MODULE = __spec__.name if __name__ == "__main__" else __name__
 # Seconds a new keeper has to start and say it is ready.
 START_TIMEOUT = 15
 
@@ -96,8 +98,7 @@ def ensure(url, here, ttl, timeouts=(10, 30), python=None, backend=None):
         log_path = path[:-len(".json")] + ".log"
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(  # pylint: disable=consider-using-with
-                [python or sys.executable, "-m", __spec__.name if __name__ == "__main__" else __name__, MARKER,
-                 "--url", url, "--lease", str(lease),
+                [python or sys.executable, "-m", MODULE, MARKER, "--url", url, "--lease", str(lease),
                  "--ttl", str(ttl), "--pid", str(here["pid"]), "--start", str(here["start_time"]),
                  "--pidfile", path, "--connect-timeout", str(timeouts[0]), "--read-timeout", str(timeouts[1])],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True,
@@ -131,9 +132,8 @@ def _write_pidfile(path, lease, url):
 def _keeper_environment():
     """The keeper's environment: this one, with the directory holding this collection's ``ansible_collections``
     first on PYTHONPATH, so ``python -m`` finds this module wherever the collection is installed."""
-    package = __spec__.name if __name__ == "__main__" else __name__
     root = os.path.abspath(__file__)
-    for _level in package.split("."):
+    for _level in MODULE.split("."):
         root = os.path.dirname(root)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
@@ -212,7 +212,7 @@ def main(argv, stopping=None):
         run_pid, run_start = int(args["--pid"]), int(args["--start"])
         path = args["--pidfile"]
     except (KeyError, ValueError, be.BackendError) as exc:
-        sys.stderr.write(f"usage: python -m {__spec__.name} {MARKER} --url URL --lease ID --ttl S --pid P --start T "
+        sys.stderr.write(f"usage: python -m {MODULE} {MARKER} --url URL --lease ID --ttl S --pid P --start T "
                          f"--pidfile PATH --connect-timeout S --read-timeout S ({exc})\n")
         return 2
     if stopping is None:
