@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from ogc_testlib import FIXTURES, PCI_IDS, collection_module, load_source
+from ogc_testlib import FIXTURES, PCI_IDS, collection_module, load_source, collection_plugin
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +35,7 @@ def pci_ids_db():
 
 @pytest.fixture(scope="session")
 def planner():
-    return load_source("passthrough_plan", "filter_plugins/passthrough_plan.py")
+    return collection_plugin("filter", "passthrough_plan")
 
 
 @pytest.fixture(scope="session")

@@ -45,7 +45,7 @@ def openstack_python() -> str:
 
 
 def load_source(name: str, relpath: str):
-    """Import a module from a file of the repo (filter_plugins/, scripts/, bench/). What it imports of the
+    """Import a module from a file of the repo (scripts/, bench/). What it imports of the
     collection (``ansible_collections.open_gpu_cloud.toolkit``) loads plainly: pytest's pythonpath holds COLLECTIONS."""
     spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, relpath))
     module = importlib.util.module_from_spec(spec)

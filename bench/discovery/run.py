@@ -53,7 +53,7 @@ def main():
 
     mock = load("mock_sysfs", "scripts/mock_sysfs.py")
     from ansible_collections.open_gpu_cloud.toolkit.plugins.modules import pci_passthrough_facts as facts_mod  # pylint: disable=import-outside-toplevel
-    planner = load("passthrough_plan", "filter_plugins/passthrough_plan.py")
+    from ansible_collections.open_gpu_cloud.toolkit.plugins.filter import passthrough_plan as planner  # pylint: disable=import-outside-toplevel
     module_path = facts_mod.__file__
     database_path = pci_ids.find()
     print(f"pci.ids: {database_path}")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A simulated fleet run as AWX job slicing runs it, beside the same fleet run unsliced, and the results compared.
 
-Usage: bench/fleet/slices.py [--hosts 24] [--slices 3] [--batch 25%] [--hold 0] [--workdir /tmp/ogc-slices]
+Usage: PYTHONPATH=collections bench/fleet/slices.py [--hosts 24] [--slices 3] [--batch 25%] [--hold 0] [--workdir /tmp/ogc-slices]
                              [--out DIR]
 
 Two fleets of N simulated GPU hosts are built alike (bench/fleet/fleet_inventory.py), in WORKDIR/unsliced and
@@ -187,9 +187,8 @@ def run(hosts, slices, batch, hold, workdir, out, repo=REPO, noop=("unsliced", "
 
 
 def fleet_wave_size(batch, hosts):
-    """passthrough_host_reboot_batch on the whole fleet (filter_plugins/reboot_waves.py, the role's rule)."""
-    sys.path.insert(0, os.path.join(REPO, "filter_plugins"))
-    import reboot_waves  # pylint: disable=import-outside-toplevel
+    """passthrough_host_reboot_batch on the whole fleet (the collection's plugins/filter/reboot_waves.py, the role's rule)."""
+    from ansible_collections.open_gpu_cloud.toolkit.plugins.filter import reboot_waves  # pylint: disable=import-outside-toplevel
     return reboot_waves.wave_size(batch, hosts)
 
 

@@ -267,7 +267,7 @@ def run(tmp_path_factory, bmc, etcd):
         {"name": "Faults in the waves", "hosts": "{{ groups['passthrough_rollout_wave'] | default([]) }}",
          "gather_facts": False, "roles": [{"role": "passthrough_rollout"}], "post_tasks": [replan]}]))
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-               ANSIBLE_ROLES_PATH=str(REPO / "roles"), ANSIBLE_FILTER_PLUGINS=str(REPO / "filter_plugins"),
+               ANSIBLE_ROLES_PATH=str(REPO / "roles"),
                ANSIBLE_PIPELINING="True", ANSIBLE_FORKS="12")
 
     def play(*extra):

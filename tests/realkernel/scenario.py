@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ogc_testlib import collection_module, load_source
+from ogc_testlib import collection_module, collection_plugin
 from realkernel import klog, vm
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,9 +37,9 @@ INITIAL_OFF = {"intel": "intel_iommu=off", "amd": "amd_iommu=off"}
 GUEST_CONFIG_PATHS = ["etc/modprobe.d", "etc/modules-load.d", "etc/initramfs-tools/modules", "etc/modules"]
 
 
-# The discovery module (the collection's, imported plainly) and the planner's filter (the project's filter_plugins/).
+# The discovery module and the planner's filter, both the collection's, imported plainly.
 facts_module = collection_module("pci_passthrough_facts")
-plan_module = load_source("ogc_passthrough_plan", os.path.join("filter_plugins", "passthrough_plan.py"))
+plan_module = collection_plugin("filter", "passthrough_plan")
 
 
 def discover(boot: vm.Boot) -> dict:

@@ -1,4 +1,4 @@
-"""filter_plugins/file_modes.py: an existing file's mode is never loosened."""
+"""plugins/filter/file_modes.py: an existing file's mode is never loosened."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ogc_testlib import load_source
+from ogc_testlib import load_source, collection_plugin
 
-fm = load_source("file_modes", "filter_plugins/file_modes.py")
+fm = collection_plugin("filter", "file_modes")
 
 
 @pytest.mark.parametrize("current, ceiling, expected", [

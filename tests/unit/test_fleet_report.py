@@ -1,4 +1,4 @@
-"""filter_plugins/fleet_report.py over plugins/module_utils/passthrough/fleet.py: the report's data from the loaded plans
+"""plugins/filter/fleet_report.py over plugins/module_utils/passthrough/fleet.py: the report's data from the loaded plans
 ({host: {facts, plan}}, as roles/passthrough tasks/load.yml sets them), the hosts without one and health results."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from ansible.errors import AnsibleFilterError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ogc_testlib import load_source
+from ogc_testlib import load_source, collection_plugin
 
-report = load_source("fleet_report", "filter_plugins/fleet_report.py")
+report = collection_plugin("filter", "fleet_report")
 
 
 def loaded(host, facts, plan):
@@ -123,7 +123,7 @@ def render_markdown(data):
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(ROOT, "templates")), trim_blocks=True,
                              undefined=jinja2.StrictUndefined)
     env.filters.update(Core().filters())
-    env.filters.update(report.FilterModule().filters())
+    env.filters.update({f"open_gpu_cloud.toolkit.{name}": filter_ for name, filter_ in report.FilterModule().filters().items()})
     return env.get_template("fleet_report.md.j2").render(report=data, ansible_managed="managed")
 
 

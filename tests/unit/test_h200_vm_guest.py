@@ -11,10 +11,10 @@ import tarfile
 
 import pytest
 
-from ogc_testlib import ROOT, load_source
+from ogc_testlib import ROOT, load_source, collection_plugin
 
 CAPTURE = os.path.join(ROOT, "fixtures", "captures", "h200-vm-guest")
-checks = load_source("passthrough_host_checks", "filter_plugins/passthrough_host_checks.py")
+checks = collection_plugin("filter", "passthrough_host_checks")
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """plugins/module_utils/common/locations.py (host names as file names, absolute paths, writable directories, the BMC address) and
-the filters the roles check them with (filter_plugins/ogc_inputs.py, passthrough_host_checks.py)."""
+the filters the roles check them with (plugins/filter/ogc_inputs.py, passthrough_host_checks.py)."""
 
 import os
 
@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.common import locations
-from ogc_testlib import load_source
+from ogc_testlib import load_source, collection_plugin
 
-inputs = load_source("ogc_inputs", "filter_plugins/ogc_inputs.py")
-checks = load_source("passthrough_host_checks", "filter_plugins/passthrough_host_checks.py")
+inputs = collection_plugin("filter", "ogc_inputs")
+checks = collection_plugin("filter", "passthrough_host_checks")
 
 
 @pytest.mark.parametrize("host, words", [

@@ -1,4 +1,4 @@
-"""Unit tests for filter_plugins/nova_pci.py: every branch, error branches with the bad input."""
+"""Unit tests for plugins/filter/nova_pci.py: every branch, error branches with the bad input."""
 
 import importlib.util
 import json
@@ -8,12 +8,10 @@ import subprocess
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ogc_testlib import openstack_python
+from ogc_testlib import collection_plugin, openstack_python
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("nova_pci", ROOT / "filter_plugins" / "nova_pci.py")
-nova_pci = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(nova_pci)
+nova_pci = collection_plugin("filter", "nova_pci")
 
 BEGIN = "# BEGIN open-gpu-cloud nova_pci"
 END = "# END open-gpu-cloud nova_pci"

@@ -6,9 +6,9 @@ import types
 
 import pytest
 
-from ogc_testlib import load_source
+from ogc_testlib import load_source, collection_plugin
 
-summary = load_source("ogc_summary", "filter_plugins/ogc_summary.py")
+summary = collection_plugin("filter", "ogc_summary")
 changes = load_source("ogc_changes", "callback_plugins/ogc_changes.py")
 
 

@@ -1,4 +1,4 @@
-"""filter_plugins/passthrough_host_checks.py: the passthrough_host role's refusals of its variables and of a plan
+"""plugins/filter/passthrough_host_checks.py: the passthrough_host role's refusals of its variables and of a plan
 the host cannot take (the integration test test_passthrough_host_faults.py runs them through the role)."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ogc_testlib import load_source
+from ogc_testlib import load_source, collection_plugin
 
-checks = load_source("passthrough_host_checks", "filter_plugins/passthrough_host_checks.py")
+checks = collection_plugin("filter", "passthrough_host_checks")
 
 GOOD_VARS = {
     "passthrough_host_root": "/",

@@ -1,6 +1,6 @@
 """plugins/module_utils/passthrough/ (imported through the planner's filter module, the `planner` fixture, which
 joins module_utils/): pure logic that raises its own PlanError, and filters that are thin adapters
-over it (filter_plugins/passthrough_plan.py), word for word."""
+over it (plugins/filter/passthrough_plan.py), word for word."""
 
 from __future__ import annotations
 

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from ogc_testlib import load_source
+from ogc_testlib import load_source, collection_plugin
 
-planner = load_source("passthrough_plan", "filter_plugins/passthrough_plan.py")
+planner = collection_plugin("filter", "passthrough_plan")
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough import verify as passthrough_verify  # noqa: E402  pylint: disable=wrong-import-position
 
 

@@ -49,7 +49,7 @@ def test_no_reader_keeps_its_own_address_pattern():
     own = re.compile(r"\{4\}:\[0-9a-f(A-F)?\]\{2\}:")
     for path in (os.path.join(COLLECTION, "plugins/modules/pci_passthrough_facts.py"),
                  os.path.join(COLLECTION, "plugins/module_utils/passthrough/policy.py"),
-                 "filter_plugins/nova_pci.py", "scripts/mock_sysfs.py"):
+                 os.path.join(COLLECTION, "plugins/filter/nova_pci.py"), "scripts/mock_sysfs.py"):
         with open(os.path.join(ROOT, path), encoding="utf-8") as handle:
             text = handle.read()
         assert "pci_address" in text, path

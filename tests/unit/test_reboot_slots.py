@@ -18,7 +18,7 @@ from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordinatio
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import backend as be
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import slots
 action = collection_plugin("action", "reboot_slot")
-waves = load_source("reboot_waves", "filter_plugins/reboot_waves.py")
+waves = collection_plugin("filter", "reboot_waves")
 
 
 def holder(name, controller="ctl"):

@@ -1,4 +1,4 @@
-"""filter_plugins/reboot_waves.py: wave sizes, waves, and the refusal of bad batch values."""
+"""plugins/filter/reboot_waves.py: wave sizes, waves, and the refusal of bad batch values."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from ansible.errors import AnsibleFilterError
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ogc_testlib import load_source
+from ogc_testlib import load_source, collection_plugin
 
-waves = load_source("reboot_waves", "filter_plugins/reboot_waves.py")
+waves = collection_plugin("filter", "reboot_waves")
 
 
 @pytest.mark.parametrize("batch, fleet, size", [

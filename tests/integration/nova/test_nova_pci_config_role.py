@@ -8,11 +8,11 @@ import json
 import pytest
 
 from nova_helpers import alias, device, plan, run_playbook
-from ogc_testlib import load_source
+from ogc_testlib import load_source, collection_plugin
 
 pytestmark = pytest.mark.integration
 
-planner = load_source("passthrough_plan", "filter_plugins/passthrough_plan.py")
+planner = collection_plugin("filter", "passthrough_plan")
 BEGIN = "# BEGIN open-gpu-cloud nova_pci_config: managed block, edit outside it"
 
 PLANS = {

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from ogc_testlib import enable_compute_service, load_source, wait_status
+from ogc_testlib import enable_compute_service, load_source, wait_status, collection_plugin
 
 pytestmark = pytest.mark.integration
 
@@ -243,7 +243,7 @@ def test_reserved_device_and_orphaned_allocation(compute_cloud, v100_server, tmp
     assert view["hosts"]["ogc-gpu-1"][rc] == {"total": 1, "used": 2, "reserved": 1, "free": 0}
 
     # What health makes of it, for a host whose plan gives Nova both devices.
-    health = load_source("gpu_health", "filter_plugins/gpu_health.py")
+    health = collection_plugin("filter", "gpu_health")
     busy_address, free_address = busy.split("_", 1)[1].lower(), free.split("_", 1)[1].lower()
     gpus = [{"address": a, "for_nova": True, "present": True} for a in sorted((busy_address, free_address))]
     report = {"host": "gpu-1", "found": 2, "expected": 2, "gpus": gpus, "alerts": []}

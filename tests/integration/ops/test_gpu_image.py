@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.images import gpu_images as rules
-from ogc_testlib import ROOT, load_source
+from ogc_testlib import ROOT, load_source, collection_plugin
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "helpers"))
 import gpu_image  # noqa: E402  pylint: disable=wrong-import-position
@@ -50,7 +50,7 @@ def booted(built, tmp_path_factory):
 
 def upload_properties(build) -> dict:
     """The properties the upload gives the image: the role's defaults, then the image's own (one rule, the filter)."""
-    reports = load_source("ops_reports", "filter_plugins/ops_reports.py")
+    reports = collection_plugin("filter", "ops_reports")
     with open(os.path.join(ROOT, "roles", "gpu_images", "defaults", "main.yml"), encoding="utf-8") as handle:
         defaults = yaml.safe_load(handle)["gpu_images_default_properties"]
     image = build.variables["image_builds"][0]

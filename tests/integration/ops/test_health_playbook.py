@@ -10,12 +10,12 @@ import subprocess
 import pytest
 import yaml
 
-from ogc_testlib import FIXTURES, PCI_IDS, ROOT, collection_module, load_source
+from ogc_testlib import FIXTURES, PCI_IDS, ROOT, collection_module, load_source, collection_plugin
 
 pytestmark = pytest.mark.integration
 mock_sysfs = load_source("mock_sysfs", "scripts/mock_sysfs.py")
 facts_module = collection_module("pci_passthrough_facts")
-planner = load_source("passthrough_plan", "filter_plugins/passthrough_plan.py")
+planner = collection_plugin("filter", "passthrough_plan")
 
 
 @pytest.fixture

@@ -24,12 +24,12 @@ import time
 import pytest
 import yaml
 
-from ogc_testlib import ANSIBLE_PLAYBOOK, FIXTURES, ROOT, collection_module, load_source
+from ogc_testlib import ANSIBLE_PLAYBOOK, FIXTURES, ROOT, collection_module, load_source, collection_plugin
 
 pytestmark = pytest.mark.integration
 mock_sysfs = load_source("mock_sysfs", "scripts/mock_sysfs.py")
 facts_module = collection_module("pci_passthrough_facts")
-planner = load_source("passthrough_plan", "filter_plugins/passthrough_plan.py")
+planner = collection_plugin("filter", "passthrough_plan")
 
 PLACEMENT = "1.26"
 RC = "CUSTOM_PCI_10DE_1DB4"

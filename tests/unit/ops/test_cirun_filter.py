@@ -1,13 +1,13 @@
-"""filter_plugins/cirun.py: runner definitions for cirun's .cirun.yml, every branch incl. errors."""
+"""plugins/filter/cirun.py: runner definitions for cirun's .cirun.yml, every branch incl. errors."""
 
 from __future__ import annotations
 
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ogc_testlib import load_source
+from ogc_testlib import load_source, collection_plugin
 
-cirun = load_source("cirun", "filter_plugins/cirun.py")
+cirun = collection_plugin("filter", "cirun")
 
 FLAVORS = [{"name": "gpu_tiny", "vcpus": 4, "ram": 2048}, {"name": "ci_medium", "vcpus": 4, "ram": 8192}]
 IMAGES = [{"name": "ubuntu-2204-nvidia"}, {"name": "ubuntu-2204"}]

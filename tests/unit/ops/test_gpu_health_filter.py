@@ -1,4 +1,4 @@
-"""filter_plugins/gpu_health.py on fixture hosts: vanished GPUs, vfio binding, expected counts, Nova's view."""
+"""plugins/filter/gpu_health.py on fixture hosts: vanished GPUs, vfio binding, expected counts, Nova's view."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ansible.errors import AnsibleFilterError
 
-from ogc_testlib import load_source
+from ogc_testlib import load_source, collection_plugin
 
-health = load_source("gpu_health", "filter_plugins/gpu_health.py")
+health = collection_plugin("filter", "gpu_health")
 
 
 def without(facts, address):

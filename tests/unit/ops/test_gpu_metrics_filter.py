@@ -1,4 +1,4 @@
-"""filter_plugins/gpu_metrics.py: a host's gpu_health report as node_exporter textfile metrics, read back with
+"""plugins/filter/gpu_metrics.py: a host's gpu_health report as node_exporter textfile metrics, read back with
 prometheus_client's own parser."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from ogc_testlib import load_source
+from ogc_testlib import load_source, collection_plugin
 
-health = load_source("gpu_health", "filter_plugins/gpu_health.py")
-metrics = load_source("gpu_metrics", "filter_plugins/gpu_metrics.py")
+health = collection_plugin("filter", "gpu_health")
+metrics = collection_plugin("filter", "gpu_metrics")
 V100 = {"alias": "tesla-v100", "model": "Tesla V100 PCIe 16GB", "pci_id": "10de:1db4"}
 
 

@@ -1,13 +1,13 @@
-"""filter_plugins/ops_reports.py: readable lines from the ops modules' results."""
+"""plugins/filter/ops_reports.py: readable lines from the ops modules' results."""
 
 from __future__ import annotations
 
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ogc_testlib import load_source
+from ogc_testlib import load_source, collection_plugin
 
-reports = load_source("ops_reports", "filter_plugins/ops_reports.py")
+reports = collection_plugin("filter", "ops_reports")
 
 ENTRY = {"id": "abc", "name": "runner-1", "project": "ci", "status": "ACTIVE", "age_hours": 7.25, "action": "shelve",
          "reason": "older than 6 h (project ci)"}

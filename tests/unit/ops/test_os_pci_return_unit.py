@@ -1,6 +1,6 @@
 """Returning one-time-use GPUs: os_pci_return's pure rule (judge) and its exact Placement calls (SDK mocked: check
 mode, idempotence, refusals, generation conflicts, the diff), and the playbook's pure steps (plugins/module_utils/ops/pci_return.py
-through filter_plugins/return_gpus.py). The same against the real Placement: tests/integration/ops/test_return_gpus.py.
+through plugins/filter/return_gpus.py). The same against the real Placement: tests/integration/ops/test_return_gpus.py.
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ogc_testlib import collection_module, load_source
+from ogc_testlib import collection_module, load_source, collection_plugin
 
 import ansible.module_utils  # noqa: F401  (tests/unit/conftest.py adds the repo's module_utils to it)
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.ops import pci_return  # noqa: E402
 
 RC = "CUSTOM_PCI_10DE_1DB4"
 OTU = "HW_PCI_ONE_TIME_USE"
-filters = load_source("return_gpus_filters", "filter_plugins/return_gpus.py")
+filters = collection_plugin("filter", "return_gpus")
 
 
 @pytest.fixture(scope="module")

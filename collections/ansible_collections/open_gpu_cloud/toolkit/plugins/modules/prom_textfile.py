@@ -57,7 +57,7 @@ EXAMPLES = r"""
 - name: Write the GPU health metrics
   open_gpu_cloud.toolkit.prom_textfile:
     path: /var/lib/node_exporter/textfile_collector/ogc_gpu.prom
-    content: "{{ gpu_health_report | gpu_health_metrics(now().timestamp()) }}"
+    content: "{{ gpu_health_report | open_gpu_cloud.toolkit.gpu_health_metrics(now().timestamp()) }}"
     volatile_metrics: [ogc_gpu_health_last_run_timestamp_seconds]
 """
 

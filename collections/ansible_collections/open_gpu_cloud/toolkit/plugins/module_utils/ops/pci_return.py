@@ -12,7 +12,7 @@ the class, its traits and allocations) -> make_plan (``judge``, pure: return, un
 not one-time-use or is allocated) -> apply (PUT the inventory back with ``reserved`` 0 and the generation read; a
 generation conflict reads again and judges again, a bounded number of times) -> report.
 
-The playbook's pure steps (filter_plugins/return_gpus.py): ``address_errors`` (its input), ``waiting_by_host``
+The playbook's pure steps (plugins/filter/return_gpus.py): ``address_errors`` (its input), ``waiting_by_host``
 (which waiting device belongs to which inventory host), ``to_return`` (which devices the hosts' resets let go back),
 ``summary`` (what the run did, in lines).
 """

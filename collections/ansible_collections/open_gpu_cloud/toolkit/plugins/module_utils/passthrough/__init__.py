@@ -11,7 +11,7 @@
 * ``store``: the plan file (its record, parser and the one loader);
 * ``fleet``: the fleet report's data from the loaded plans.
 
-The filters of ``filter_plugins/passthrough_plan.py`` and ``fleet_report.py`` are thin adapters over these;
+The filters of ``plugins/filter/passthrough_plan.py`` and ``fleet_report.py`` are thin adapters over these;
 errors here are ``PlanError`` (the fleet report's a ``ReportError``, one), which the adapters turn into
 ``AnsibleFilterError`` with the same message.
 """

@@ -14,7 +14,7 @@ devices, each with the verdict and reason of the planner's own table (``plan_tab
 phase prints, its window and reset columns included); ``without_reset`` lists the GPUs offered to Nova that the
 kernel has no usable reset for, and each host its ``guest_phys_bits_needed`` (plans written before these fields
 show none). The templates in ``templates/`` only place them. Pure functions; errors are ``ReportError``
-(a ``PlanError``), which the filter (``filter_plugins/fleet_report.py``) turns into ``AnsibleFilterError``
+(a ``PlanError``), which the filter (``plugins/filter/fleet_report.py``) turns into ``AnsibleFilterError``
 with the same message.
 """
 

@@ -4,7 +4,7 @@
 """Is this host as planned? One pure function, ``verify(facts, plan) -> problems``.
 
 The host role's verification after the reboot (``roles/passthrough_host/tasks/verify.yml``) and the
-day-2 health check (``filter_plugins/gpu_health.py``) both ask it; YAML asserts its answer and never
+day-2 health check (``plugins/filter/gpu_health.py``) both ask it; YAML asserts its answer and never
 restates a rule. Bridges, display devices and slots are told apart by the planner's own rules
 (``plugins/module_utils/passthrough/rules.py``).
 
@@ -98,7 +98,7 @@ def _unique(items):
 
 
 # What a virtual machine without an IOMMU is told (the facts' ``hypervisor``: the CPU's hypervisor flag): no firmware
-# setup of its own switches one on. Also the host role's preflight (filter_plugins/passthrough_host_checks.py).
+# setup of its own switches one on. Also the host role's preflight (plugins/filter/passthrough_host_checks.py).
 VM_IOMMU_FIX = ("This host is itself a virtual machine (the hypervisor flag in /proc/cpuinfo): its IOMMU can only be "
                 "a virtual one that its hypervisor offers. Give the VM a virtual IOMMU there, or use a bare-metal host "
                 "for gpu_hosts (remove this one from the group), then run this play again.")

@@ -2,8 +2,8 @@
 # Apache License 2.0 (see LICENSE)
 """PCI identifiers, one rule each: a function's address, a vendor or product id, a vendor:product model id.
 
-Discovery (plugins/modules/pci_passthrough_facts.py), the planner (filter_plugins/passthrough_plan.py), the Nova
-filter (filter_plugins/nova_pci.py) and the fixture builder (scripts/mock_sysfs.py) all use these, so an
+Discovery (plugins/modules/pci_passthrough_facts.py), the planner (plugins/filter/passthrough_plan.py), the Nova
+filter (plugins/filter/nova_pci.py) and the fixture builder (scripts/mock_sysfs.py) all use these, so an
 address means the same thing everywhere. Pure, no Ansible imports (the fixture builder imports it as a
 plain module). Alias names have their own rule, Nova's: plugins/module_utils/pci/alias.py.
 
