@@ -4,10 +4,34 @@
 # (molecule 1.4 cores, the linters one), beside pytest that time is used (bench/README.md, "Test command").
 # Creates its own virtualenvs on a fresh machine and installs the Debian packages the tests need
 # (scripts/setup-system.sh, requirements/debian-packages.txt). Needs root: apt-get for those packages,
-# `unshare --mount` in the image tests, the real-kernel harness's apt-get download. Usage: scripts/test.sh
+# `unshare --mount` in the image tests, the real-kernel harness's apt-get download.
+#
+# Usage: scripts/test.sh [TIER]. With no tier it runs everything (what .ci/run calls); a tier runs a part of it
+# (what each proves and costs: README.md, "Tiers of the test command"):
+#   quick    yamllint, ansible-lint (the syntax check of every playbook included), ansible-test sanity and units,
+#            and pytest's unit and property tests (tests/unit): the inner loop
+#   sandbox  pytest's integration tests but the heavy ones (real OpenStack services, kolla-ansible's genconfig,
+#            etcd, the Redfish emulator, the playbooks on sandbox roots) and every molecule scenario but host_server
+#   heavy    what boots under qemu (TCG): the real kernel (tests/integration/realkernel), the GPU guest image
+#            (built by the project's role, then booted) and the real Debian server (molecule/host_server)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
+tier=${1:-all}
+# What each tier runs: pytest's arguments, the lane's parts (scripts/lint-and-molecule.sh), and whether the GPU guest
+# image is built beside the tests.
+case "$tier" in
+  all)     pytest_args=();                             lane_parts=(lint molecule server); build_image=1 ;;
+  quick)   pytest_args=(tests/unit);                   lane_parts=(lint);                 build_image=0 ;;
+  sandbox) pytest_args=(tests/integration -m "not heavy"); lane_parts=(molecule);         build_image=0 ;;
+  heavy)   pytest_args=(-m heavy);                     lane_parts=(server);               build_image=1 ;;
+  -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -n 's/^# \{0,1\}//p'; exit 0 ;;
+  *) echo "test.sh: unknown tier '$tier': give quick, sandbox or heavy, or nothing for every test" >&2; exit 2 ;;
+esac
+if [ "$#" -gt 1 ]; then
+  echo "test.sh: one tier at most (got: $*); with none it runs every test" >&2
+  exit 2
+fi
 if [ "$(id -u)" -ne 0 ]; then
   echo "test.sh: needs root (apt-get installs the Debian packages in requirements/debian-packages.txt," >&2
   echo "         the image tests run 'unshare --mount', the real-kernel harness runs 'apt-get download');" >&2
@@ -47,8 +71,11 @@ export ANSIBLE_CONFIG="$root/ansible.cfg"
 # that a cold build overlaps the tests; the image tests wait on its lock and reuse this run (OGC_TEST_RUN_ID).
 OGC_TEST_RUN_ID="test-$$-$(date +%s)"
 export OGC_TEST_RUN_ID
-setsid -w python "$root/tests/helpers/gpu_image.py" build > "$root/.cache/gpu-image.prebuild.log" 2>&1 &
-image_prebuild=$!
+image_prebuild=""
+if [ "$build_image" -eq 1 ]; then
+  setsid -w python "$root/tests/helpers/gpu_image.py" build > "$root/.cache/gpu-image.prebuild.log" 2>&1 &
+  image_prebuild=$!
+fi
 stop_background() {
   kill "$venv_prebuild" 2>/dev/null || true
   [ -z "$image_prebuild" ] || kill -- "-$image_prebuild" 2>/dev/null || true
@@ -56,11 +83,11 @@ stop_background() {
 }
 trap stop_background EXIT
 
-step "pytest (unit and integration), with the linters and then molecule beside it"
+step "tier ${tier}: pytest ${pytest_args[*]:-(every test)}, with the lane (${lane_parts[*]}) beside it"
 lane_log="$root/.cache/lint-and-molecule.log"
-echo "The linters and molecule run beside pytest (scripts/lint-and-molecule.sh); their output is printed when"
+echo "The lane (scripts/lint-and-molecule.sh ${lane_parts[*]}) runs beside pytest; its output is printed when"
 echo "both are done, and meanwhile is in $lane_log"
-setsid -w "$root/scripts/lint-and-molecule.sh" > "$lane_log" 2>&1 &
+setsid -w "$root/scripts/lint-and-molecule.sh" "${lane_parts[@]}" > "$lane_log" 2>&1 &
 lane=$!
 
 # Two workers (pytest-xdist): a test cloud's start, a simulated reboot or a server's boot waits on I/O while the
@@ -70,7 +97,7 @@ lane=$!
 # after the lane's long output.
 pytest_log="$(mktemp "${TMPDIR:-/tmp}/open-gpu-cloud-pytest.XXXXXX")"
 set +e
-python -m pytest -n 2 --dist loadgroup --no-loadscope-reorder --durations=30 2>&1 | tee "$pytest_log"
+python -m pytest -n 2 --dist loadgroup --no-loadscope-reorder --durations=30 "${pytest_args[@]}" 2>&1 | tee "$pytest_log"
 rc=${PIPESTATUS[0]}
 set -e
 pytest_s=$((SECONDS - stage_started))
@@ -79,10 +106,10 @@ if [ "$rc" -eq 5 ]; then
   rc=1
 fi
 wait "$venv_prebuild" || echo "note: the early OpenStack venv build failed (.cache/openstack-venv.prebuild.log); the tests built it themselves" >&2
-wait "$image_prebuild" || echo "note: the GPU image build failed (.cache/gpu-image.prebuild.log); the image tests say why" >&2
+[ -z "$image_prebuild" ] || wait "$image_prebuild" || echo "note: the GPU image build failed (.cache/gpu-image.prebuild.log); the image tests say why" >&2
 image_prebuild=""
 
-step "waiting for the linters and molecule (pytest: ${pytest_s} s, rc ${rc})"
+step "waiting for the lane (pytest: ${pytest_s} s, rc ${rc})"
 set +e
 wait "$lane"
 lane_rc=$?
@@ -91,7 +118,7 @@ lane=""
 cat "$lane_log"
 
 echo
-echo "(pytest: ${pytest_s} s; whole command: ${SECONDS} s)"
+echo "(tier ${tier}: pytest ${pytest_s} s; whole command ${SECONDS} s)"
 if [ "$rc" -ne 0 ]; then
   echo
   echo "pytest's summary (the whole output: $pytest_log):"
@@ -101,4 +128,4 @@ if [ "$rc" -ne 0 ] || [ "$lane_rc" -ne 0 ]; then
   echo "Tests failed: pytest rc ${rc}, linters and molecule rc ${lane_rc} (their steps are named above)." >&2
   exit 1
 fi
-echo "All tests passed."
+echo "All tests of tier ${tier} passed."

@@ -25,7 +25,7 @@ from ogc_testlib import ROOT, load_source, collection_plugin
 sys.path.insert(0, os.path.join(ROOT, "tests", "helpers"))
 import gpu_image  # noqa: E402  pylint: disable=wrong-import-position
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 
 @pytest.fixture(scope="module")

@@ -292,6 +292,7 @@ def test_upload_names_missing_files(compute_cloud, tmp_path):
             in " ".join(out.split())), out
 
 
+@pytest.mark.heavy
 def test_the_built_gpu_image_uploads_and_boots_a_server_of_the_gpu_flavor(compute_cloud, tmp_path):
     """The real Debian GPU image (built by the role and booted under qemu in test_gpu_image.py) uploaded by
     playbooks/images.yml with its file's checksum, then a server of the demo's GPU flavor booted from it: the

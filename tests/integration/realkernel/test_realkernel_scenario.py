@@ -21,7 +21,7 @@ import pytest
 
 from realkernel import klog, scenario, vm
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 GPU_A, GPU_A_AUDIO, GPU_B, GPU_SHARED, SHARED_NIC = (
     "0000:01:00.0", "0000:01:00.1", "0000:02:00.0", "0000:05:01.0", "0000:05:02.0")
