@@ -145,6 +145,7 @@ def shell_programs(text):
             tokens = list(lexer)
         except ValueError:  # an unterminated quote: a string that goes on on the next line
             tokens = line.split()
+        tokens = _without_array_values(tokens)
         if in_case and ")" in tokens and tokens[0] not in ("esac", ";;"):
             tokens = tokens[tokens.index(")") + 1:]  # a case pattern: "start|stop)"
         segment = []
@@ -159,6 +160,29 @@ def shell_programs(text):
                 segment.append(token)
                 in_case -= 1 if token == "esac" and in_case else 0
     return programs
+
+
+def _without_array_values(tokens):
+    """The tokens with an array assignment's values taken out (``name=(a b)``, ``name=()``): they are words, not a
+    command. The lexer gives ``name=``, then ``(`` (or ``()``), its parentheses run together with the punctuation
+    after them (``();``, ``);``)."""
+    out, i = [], 0
+    while i < len(tokens):
+        token = tokens[i]
+        following = tokens[i + 1] if i + 1 < len(tokens) else ""
+        if ASSIGNMENT.match(token) and token.endswith("=") and following.startswith("("):
+            out.append(token)
+            if following.startswith("()"):
+                out += [following[2:]] if following[2:] else []
+                i += 2
+            else:  # up to the ")" that closes it, which may run together with what follows (");")
+                close = next((j for j in range(i + 2, len(tokens)) if tokens[j].startswith(")")), len(tokens))
+                out += [tokens[close][1:]] if close < len(tokens) and tokens[close][1:] else []
+                i = close + 1
+        else:
+            out.append(token)
+            i += 1
+    return out
 
 
 def _segment_program(words, functions):
@@ -336,6 +360,9 @@ import os; os.system("heredoc-body")
 PY
 for f in a b; do wc -l "$f"; done
 x=`blip -q` y=$(( 2 + 3 ))
+case "$x" in
+  a) parts=(); more=(words not commands); glorp ;;
+esac
 """)
     (tmp_path / ".ci").mkdir()
     (tmp_path / ".ci" / "run").write_text("#!/usr/bin/env bash\nexec scripts/test.sh\nsleepy 1\n")
@@ -344,5 +371,5 @@ x=`blip -q` y=$(( 2 + 3 ))
         {"name": "a", "ansible.builtin.shell": {"cmd": "{{ python | quote }} x.py | gzap > {{ out | quote }}"}},
         {"name": "b", "ansible.builtin.shell": "test -f x && trundle"},
         {"name": "c", "community.general.redfish_command": {"category": "Systems", "command": "PowerForceRestart"}}]))
-    assert sorted(set(scan(str(tmp_path)))) == ["blip", "dirname", "frob", "gzap", "python3", "quux", "sleepy", "sort",
+    assert sorted(set(scan(str(tmp_path)))) == ["blip", "dirname", "frob", "glorp", "gzap", "python3", "quux", "sleepy", "sort",
                                                 "trundle", "wc"]
