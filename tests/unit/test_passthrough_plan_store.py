@@ -1,6 +1,6 @@
 """The plan file's contract: the producer's record (format, policy fingerprint, facts, plan) and the one
 loader (passthrough_plan_load) refusing a missing, corrupt, foreign or stale file with the host, the file
-and the command to run."""
+and the command to run; the passthrough_plans lookup that loads them in the roles (load_plans)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from ansible_collections.open_gpu_cloud.toolkit.plugins.lookup import passthrough_plans as lookup
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough import store
 
 FIX = "ansible-playbook playbooks/plan.yml -i inventory/<env> --limit "
 POLICY = {"exclude": ["0000:28:00.0"], "alias_names": {"10de:1db4": "v100"}}
@@ -225,3 +228,59 @@ def test_the_fleet_refuses_what_is_not_plan_files(planner, files, hosts, message
     with pytest.raises(planner.AnsibleFilterError) as caught:
         planner.fleet(files, hosts)
     assert str(caught.value).startswith(message)
+
+
+# The one loader's whole work (store.load_plans, which the passthrough_plans lookup calls; roles/passthrough
+# tasks/load.yml): this run's record before the file, the file read only inside its absolute plan directory.
+def _reader(files, reads):
+    def read(path):
+        reads.append(path)
+        return files.get(path)
+    return read
+
+
+def test_load_plans_takes_this_runs_record_before_the_file(planner, host_facts):
+    text, plan, facts = _written(planner, host_facts, policy=POLICY)
+    record = planner.plan_record(plan, facts, POLICY)
+    reads = []
+    host_vars = {"seed-v100": {"passthrough_plan_dir": "/plans", "passthrough_policy": POLICY,
+                               "_passthrough_plan_record": record},
+                 "other": {"passthrough_plan_dir": "/plans/", "passthrough_policy": POLICY}}
+    files = {"/plans/other.json": text.replace('"host": "seed-v100"', '"host": "other"')}
+    loaded = store.load_plans(["seed-v100", "other"], host_vars, _reader(files, reads))
+    assert loaded["sources"] == {"seed-v100": "run", "other": "file"}
+    assert loaded["plans"]["seed-v100"] == planner.plan_load(text, "/plans", "seed-v100", POLICY)
+    assert loaded["missing"] == {}
+    assert reads == ["/plans/other.json"]
+
+
+def test_load_plans_notes_a_missing_plan_only_when_asked(planner):
+    host_vars = {"seed-v100": {"passthrough_plan_dir": "/plans"}}
+    loaded = store.load_plans(["seed-v100"], host_vars, _reader({}, []), missing_ok=True)
+    assert loaded == {"plans": {}, "sources": {}, "missing": {"seed-v100": "/plans/seed-v100.json"}}
+    with pytest.raises(planner.PlanError, match="no plan file /plans/seed-v100.json"):
+        store.load_plans(["seed-v100"], host_vars, _reader({}, []))
+
+
+@pytest.mark.parametrize("host, plan_dir, message", [
+    ("seed-v100", "plans", "is not an absolute path"),
+    ("seed-v100", "", "passthrough_plan_dir is not set"),
+    ("../etc", "/plans", "passthrough_plan_load: "),
+    ("absent", "/plans", "'absent' is not a host of the inventory"),
+])
+def test_load_plans_reads_nothing_outside_an_absolute_plan_directory(planner, host, plan_dir, message):
+    reads = []
+    host_vars = {name: {"passthrough_plan_dir": plan_dir} for name in ("seed-v100", "../etc")}
+    with pytest.raises(planner.PlanError, match=message):
+        store.load_plans([host], host_vars, _reader({}, reads), missing_ok=True)
+    assert reads == []
+
+
+def test_the_lookup_reads_text_bytes_or_nothing(tmp_path):
+    (tmp_path / "ok.json").write_text("{}", encoding="utf-8")
+    (tmp_path / "latin.json").write_bytes(b"\xe9")
+    assert lookup.read_plan_file(str(tmp_path / "ok.json")) == "{}"
+    assert lookup.read_plan_file(str(tmp_path / "latin.json")) == b"\xe9"
+    assert lookup.read_plan_file(str(tmp_path / "none.json")) is None
+    with pytest.raises(Exception, match="is not text"):
+        store.plan_load(lookup.read_plan_file(str(tmp_path / "latin.json")), str(tmp_path), "latin", {})

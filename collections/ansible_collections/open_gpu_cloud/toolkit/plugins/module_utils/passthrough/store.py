@@ -36,7 +36,14 @@ def plan_record(plan, facts, policy):
 
 
 def _read_plan_file(data, path, host):
-    """The parsed content of a plan file (a dict with a ``plan`` object), or PlanError."""
+    """The parsed content of a plan file (a dict with a ``plan`` object), or PlanError. ``data`` is the file's
+    text, ``ansible.builtin.slurp``'s result on it, or a record as ``plan_record`` makes it (this run's plan)."""
+    if isinstance(data, Mapping) and "content" not in data:
+        content = dict(data)
+        if not isinstance(content.get("plan"), Mapping):
+            raise PlanError(f"passthrough_plan_file: the record of host {host} is not a plan record (no 'plan' "
+                            f"object): write it again with: {plan_fix(host)}")
+        return content
     if isinstance(data, dict) and "content" in data:
         path = path or data.get("source")
         host = host or data.get("item")
@@ -80,7 +87,8 @@ def plan_load(text, plan_dir, host, policy):
     """The one loader of stored plans: the content of ``<plan_dir>/<host>.json`` checked against the
     host's current ``passthrough_policy``. Returns ``{"facts": ..., "plan": ...}``.
 
-    :param text: the file's text, or None when the file does not exist.
+    :param text: the file's text, or None when the file does not exist; or this run's record (the mapping
+        ``plan_record`` made), checked the same way without a file.
     :param plan_dir: the host's ``passthrough_plan_dir`` (empty: not set).
     :param policy: the host's current ``passthrough_policy``.
     :raises PlanError: no plan directory, a missing, corrupt, foreign or stale file (made with
@@ -110,6 +118,47 @@ def plan_load(text, plan_dir, host, policy):
                         f"another passthrough_policy than the host's current one (fingerprint "
                         f"{content.get('policy_fingerprint')}, now {policy_fingerprint(policy)}); {fix}")
     return {"facts": content["facts"], "plan": content["plan"]}
+
+
+def load_plans(hosts, host_vars, read, missing_ok=False):
+    """The one loader's whole work for ``hosts`` (the ``passthrough_plans`` lookup calls it; roles/passthrough
+    tasks/load.yml): each host's plan is this run's record when the plan role made it earlier in this run (its
+    ``_passthrough_plan_record``), else its plan file ``<passthrough_plan_dir>/<host>.json``, both checked by
+    ``plan_load`` against the host's ``passthrough_policy``. A file is read only inside its plan directory: a host
+    name that is no file name, or a directory that is not absolute, is refused by ``plan_load`` before any read.
+
+    :param hosts: the inventory names, in order.
+    :param host_vars: ``{host: {variable: value}}`` (Ansible's ``hostvars``): each host's ``passthrough_plan_dir``,
+        ``passthrough_policy`` and, when the plan role ran for it in this run, ``_passthrough_plan_record``.
+    :param read: ``read(path)`` -> the file's text (or its bytes when they are no UTF-8), None when there is no
+        such file.
+    :param missing_ok: a host with neither a record nor a plan file is noted in ``missing`` instead of refused.
+    :returns: ``{"plans": {host: {"facts", "plan"}}, "sources": {host: "run" | "file"}, "missing": {host: path}}``.
+    :raises PlanError: every other problem, as ``plan_load`` words it.
+    """
+    loaded = {"plans": {}, "sources": {}, "missing": {}}
+    for host in hosts:
+        values = host_vars.get(host) if isinstance(host, str) else None
+        if values is None:
+            raise PlanError(f"passthrough_plan_load: {host!r} is not a host of the inventory: load the plans of "
+                            "inventory hosts (passthrough_load_hosts)")
+        plan_dir = values.get("passthrough_plan_dir", "")
+        policy = values.get("passthrough_policy", {})
+        record = values.get("_passthrough_plan_record")
+        if record is not None:
+            loaded["plans"][host] = plan_load(record, plan_dir, host, policy)
+            loaded["sources"][host] = "run"
+            continue
+        readable = locations.host_name_problem(host) is None and isinstance(plan_dir, str) and \
+            plan_dir.startswith("/")
+        path = f"{plan_dir.rstrip('/')}/{host}.json" if readable else None
+        text = read(path) if readable else None
+        if missing_ok and readable and text is None:
+            loaded["missing"][host] = path
+            continue
+        loaded["plans"][host] = plan_load(text, plan_dir, host, policy)
+        loaded["sources"][host] = "file"
+    return loaded
 
 
 def _checked_plan_file(text, path, host):
