@@ -7,7 +7,7 @@ Usage: bench/fleet/bench.py [--hosts 3 24 96] [--batch 25%] [--out DIR] [--workd
 --repo runs another checkout's site.yml and ansible.cfg on the same simulated hosts (the baseline: main before
 the fleet rollout); the simulated hosts' scripts come from this checkout.
 
-For each N: a fresh inventory (bench/fleet/fleet_inventory.py: hosts cycling over the demo's three fixtures,
+For each N: a fresh inventory (tests/helpers/fleet/fleet_inventory.py: hosts cycling over the demo's three fixtures,
 recorded tools, simulated reboots), then the two runs. Per run: wall time, the CPU time of ansible-playbook and
 everything it started (getrusage of the children: with simulated hosts the modules run on this machine too, so
 this is controller + "host" CPU), the simulated hosts' share of it (their module processes, counted by
@@ -31,6 +31,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(1, os.path.dirname(HERE))
+# The simulated fleet is the tests' (tests/helpers/fleet/): the benchmark runs what the rollout tests run.
+sys.path.insert(2, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests", "helpers", "fleet"))
 import fleet_inventory  # noqa: E402  pylint: disable=wrong-import-position
 import raw_logs  # noqa: E402  pylint: disable=wrong-import-position
 

@@ -1,4 +1,4 @@
-"""AWX job slicing on a simulated fleet (bench/fleet/slices.py): the plan and host phases, then the Nova and report
+"""AWX job slicing on a simulated fleet (tests/helpers/fleet/fleet_slices.py, bench/fleet/slices.py's core): the plan and host phases, then the Nova and report
 phases, run as three slices side by side give what one unsliced run gives (the same Nova files byte for byte, plan
 files, host files and fleet report), never reboot more hosts at once than the fleet-wide batch allows, and run a
 second time change nothing. The same tool measures the 24-host fleet (bench/fleet/README.md)."""
@@ -16,7 +16,7 @@ from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, load_source
 
 pytestmark = pytest.mark.integration
 
-slices = load_source("slices", os.path.join("bench", "fleet", "slices.py"))
+slices = load_source("fleet_slices", os.path.join("tests", "helpers", "fleet", "fleet_slices.py"))
 
 
 def test_three_slices_give_the_unsliced_result(tmp_path):

@@ -19,14 +19,14 @@ from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, load_source
 
 pytestmark = pytest.mark.integration
 
-fleet = load_source("fleet_inventory", os.path.join("bench", "fleet", "fleet_inventory.py"))
+fleet = load_source("fleet_inventory", os.path.join("tests", "helpers", "fleet", "fleet_inventory.py"))
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import identity as ident
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import backend as be
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import slots as slots_api
-# The reboots' own timestamps (scripts/timed_command.py) and how many overlapped: bench/fleet/slices.py's reading.
-_slices = load_source("slices", os.path.join("bench", "fleet", "slices.py"))
+# The reboots' own timestamps (scripts/timed_command.py) and how many overlapped: tests/helpers/fleet/fleet_slices.py's reading.
+_slices = load_source("fleet_slices", os.path.join("tests", "helpers", "fleet", "fleet_slices.py"))
 reboots, most_at_once = _slices.reboots, _slices.most_at_once
-PLAYBOOK = os.path.join(ROOT, "bench", "fleet", "plan_host.yml")
+PLAYBOOK = os.path.join(ROOT, "tests", "helpers", "fleet", "plan_host.yml")
 
 
 def run(inventory, *args):

@@ -21,11 +21,11 @@ from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, load_source
 
 pytestmark = pytest.mark.integration
 
-fleet = load_source("fleet_inventory", os.path.join("bench", "fleet", "fleet_inventory.py"))
+fleet = load_source("fleet_inventory", os.path.join("tests", "helpers", "fleet", "fleet_inventory.py"))
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import identity as ident
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import backend as be
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import slots
-PLAYBOOK = os.path.join(ROOT, "bench", "fleet", "plan_host.yml")
+PLAYBOOK = os.path.join(ROOT, "tests", "helpers", "fleet", "plan_host.yml")
 LOCK = "var/lib/open-gpu-cloud/passthrough_host.lock"
 
 

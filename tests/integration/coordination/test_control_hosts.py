@@ -35,11 +35,11 @@ from etcd_server import EtcdServer  # noqa: E402  pylint: disable=wrong-import-p
 
 pytestmark = pytest.mark.integration
 
-fleet = load_source("fleet_inventory", os.path.join("bench", "fleet", "fleet_inventory.py"))
-_slices = load_source("slices", os.path.join("bench", "fleet", "slices.py"))
+fleet = load_source("fleet_inventory", os.path.join("tests", "helpers", "fleet", "fleet_inventory.py"))
+_slices = load_source("fleet_slices", os.path.join("tests", "helpers", "fleet", "fleet_slices.py"))
 reboots, most_at_once = _slices.reboots, _slices.most_at_once
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import backend as be
-PLAYBOOK = os.path.join(ROOT, "bench", "fleet", "plan_host.yml")
+PLAYBOOK = os.path.join(ROOT, "tests", "helpers", "fleet", "plan_host.yml")
 LEASE_TTL = 10
 
 

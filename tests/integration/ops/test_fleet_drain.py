@@ -18,8 +18,8 @@ from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, compute_service, enable_compute_
 pytestmark = pytest.mark.integration
 
 HOST = "ogc-gpu-1"
-fleet = load_source("fleet_inventory", os.path.join("bench", "fleet", "fleet_inventory.py"))
-PLAYBOOK = os.path.join(ROOT, "bench", "fleet", "plan_host.yml")
+fleet = load_source("fleet_inventory", os.path.join("tests", "helpers", "fleet", "fleet_inventory.py"))
+PLAYBOOK = os.path.join(ROOT, "tests", "helpers", "fleet", "plan_host.yml")
 
 
 def wait_for(what, predicate, timeout=180):

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Write an inventory of N simulated GPU hosts (sandbox roots built from fixtures/hosts/*.yml, as the demo
-inventory does) for the fleet benchmark and the rollout tests.
+inventory does) for the rollout tests and the fleet benchmark (bench/fleet/).
 
-Usage: fleet_inventory.py N DIR [--batch B] [--hold SECONDS] [--fixtures a,b,c]
+Usage: tests/helpers/fleet/fleet_inventory.py N DIR [--batch B] [--hold SECONDS] [--fixtures a,b,c]
 
 DIR/inventory/hosts.yml and group_vars: hosts gpu-001..gpu-N cycling over the fixtures (default the demo's
 three: seed-v100, intel-pre-iommu, consumer-rtx; each needs a reboot on the first run), state under DIR/state
@@ -17,7 +17,7 @@ import sys
 
 import yaml
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 DEMO_FIXTURES = ["seed-v100", "intel-pre-iommu", "consumer-rtx"]
 
 
@@ -38,7 +38,7 @@ def build(count, directory, batch=1, hold=0.0, fixtures=None, interpreter="{{ an
     hosts = {f"gpu-{i:03d}": {"demo_fixture": fixtures[(i - 1) % len(fixtures)]} for i in range(1, count + 1)}
     write(os.path.join(inventory, "hosts.yml"),
           {"all": {"children": {"gpu_hosts": {"hosts": hosts}}}},
-          f"{count} simulated GPU hosts (bench/fleet/fleet_inventory.py)")
+          f"{count} simulated GPU hosts (tests/helpers/fleet/fleet_inventory.py)")
     write(os.path.join(inventory, "group_vars", "all", "main.yml"), {
         "ansible_connection": "local",
         "ansible_python_interpreter": "{{ ansible_playbook_python }}",
