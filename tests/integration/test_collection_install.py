@@ -1,8 +1,9 @@
 """The collection as an operator installs it: ansible-galaxy builds a tarball of
-collections/ansible_collections/open_gpu_cloud/toolkit, installs it into an empty directory, and a playbook outside the
-repository (no project ansible.cfg, no filter_plugins/ of the checkout) runs its module and filters by full
-name: the module's shared code travels with it (AnsiballZ packs the collection's module_utils), the filters import
-theirs plainly."""
+collections/ansible_collections/open_gpu_cloud/toolkit, installs it into an empty directory, and playbooks outside the
+repository (no project ansible.cfg, no roles/ or filter_plugins/ of the checkout) run its modules, filters and roles by
+full name: the module's shared code travels with it (AnsiballZ packs the collection's module_utils), the filters import
+theirs plainly, the passthrough role plans a sandbox host and os_flavors, through the collection's OpenStack action
+group, declares a flavor on the real test cloud."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import sys
 import pytest
 import yaml
 
-from ogc_testlib import COLLECTION
+from ogc_testlib import COLLECTION, recap
 
 pytestmark = pytest.mark.integration
 
@@ -59,8 +60,11 @@ def marked(out, mark):
     return line.split(f"{mark} ", 1)[1].strip().strip('"').replace('\\"', '"')
 
 
-def test_the_built_collection_installs_and_runs_outside_the_repository(tmp_path):
-    # Nothing of the checkout's configuration: an empty ansible.cfg, the installed collection alone on the path.
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """The built collection installed into an empty directory, and the environment of a project that has nothing
+    of the checkout's configuration: an empty ansible.cfg, the installed collection alone on the path."""
+    tmp_path = tmp_path_factory.mktemp("installed")
     (tmp_path / "ansible.cfg").write_text("[defaults]\n")
     installed = tmp_path / "installed"
     env = {key: value for key, value in os.environ.items() if not key.startswith("ANSIBLE_")}
@@ -71,8 +75,13 @@ def test_the_built_collection_installs_and_runs_outside_the_repository(tmp_path)
     tarball, = glob.glob(str(tmp_path / "open_gpu_cloud-toolkit-*.tar.gz"))
     run([os.path.join(BIN, "ansible-galaxy"), "collection", "install", "--offline", tarball, "-p", str(installed)],
         tmp_path, env)
-    root = installed / "ansible_collections" / "open_gpu_cloud" / "toolkit"
+    return installed / "ansible_collections" / "open_gpu_cloud" / "toolkit", env
+
+
+def test_the_built_collection_installs_and_runs_outside_the_repository(tmp_path, installed):
+    root, env = installed
     assert (root / "plugins" / "modules" / "gpu_image_check.py").is_file()
+    assert (root / "roles" / "passthrough" / "meta" / "argument_specs.yml").is_file()
     assert not (root / "tests" / "output").exists()
 
     (tmp_path / "play.yml").write_text(yaml.safe_dump(PLAYBOOK, sort_keys=False))
@@ -86,3 +95,39 @@ def test_the_built_collection_installs_and_runs_outside_the_repository(tmp_path)
     doc = json.loads(run([os.path.join(BIN, "ansible-doc"), "--json", "open_gpu_cloud.toolkit.gpu_image_check"],
                          tmp_path, env))
     assert doc["open_gpu_cloud.toolkit.gpu_image_check"]["doc"]["attributes"]["check_mode"]["support"] == "full"
+
+
+def test_the_installed_roles_and_modules_run_against_a_sandbox_host_and_the_test_cloud(tmp_path, installed,
+                                                                                      fixture_host, testcloud):
+    _root, env = installed
+    env = dict(env, OS_CLIENT_CONFIG_FILE=testcloud.clouds_yaml)
+    env.pop("OS_CLOUD", None)
+    seed = fixture_host("seed-v100")
+    inventory = {"gpu_hosts": {"hosts": {"seed": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+        "passthrough_sysfs_root": f"{seed}/sys", "passthrough_procfs_root": f"{seed}/proc",
+        "passthrough_plan_dir": str(tmp_path / "plans")}}}}
+    plays = [
+        {"name": "The passthrough role plans a sandbox host", "hosts": "gpu_hosts", "gather_facts": False,
+         "roles": [{"role": "open_gpu_cloud.toolkit.passthrough"}]},
+        {"name": "os_flavors declares a GPU flavor on the test cloud", "hosts": "localhost", "gather_facts": False,
+         "module_defaults": {"group/open_gpu_cloud.toolkit.openstack": {"cloud": "ogc-test"}},
+         "tasks": [{"name": "A flavor asking for the planned alias",
+                    "open_gpu_cloud.toolkit.os_flavors": {
+                        "flavors": [{"name": "it_installed_gpu", "vcpus": 2, "ram": 2048, "disk": 10,
+                                     "extra_specs": {"pci_passthrough:alias": "tesla-v100:1"}}],
+                        "known_aliases": ["tesla-v100"]}}]},
+    ]
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(plays, sort_keys=False))
+    command = [os.path.join(BIN, "ansible-playbook"), "-i", "inventory.yml", "-i", "localhost,", "-c", "local",
+               "-e", f"ansible_python_interpreter={sys.executable}", "play.yml"]
+    out = run(command, tmp_path, env)
+    plan = json.loads((tmp_path / "plans" / "seed.json").read_text())["plan"]
+    assert [gpu["address"] for gpu in plan["selected"]] == ["0000:27:00.0", "0000:44:00.0", "0000:a3:00.0",
+                                                           "0000:c3:00.0"], out
+    flavor = testcloud.connect().compute.find_flavor("it_installed_gpu")
+    assert flavor is not None and flavor.extra_specs == {"pci_passthrough:alias": "tesla-v100:1"}, out
+    # A second run finds both as declared.
+    again = recap(run(command, tmp_path, env))
+    assert {host: counts["changed"] for host, counts in again.items()} == {"seed": 0, "localhost": 0}, again

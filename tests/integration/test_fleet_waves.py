@@ -154,7 +154,7 @@ def test_a_slice_s_failed_canary_stops_the_other_slice(tmp_path):
         for log in logs:
             with open(log, encoding="utf-8") as handle:
                 texts.append(handle.read())
-        if all("TASK [passthrough_rollout : Take a fleet-wide reboot slot]" in text for text in texts):
+        if all("TASK [open_gpu_cloud.toolkit.passthrough_rollout : Take a fleet-wide reboot slot]" in text for text in texts):
             break
         assert time.time() < deadline and all(proc.poll() is None for proc in procs), texts
         time.sleep(0.5)

@@ -253,19 +253,19 @@ def run(tmp_path_factory, bmc, etcd):
     # leaves the reboots to the waves; the second reboots, verifies and plans again. Without serial and
     # max_fail_percentage, so that each host's fault runs to its own end instead of stopping the others.
     check = {"name": "Check the rollout's variables",
-             "ansible.builtin.include_role": {"name": "passthrough_rollout", "tasks_from": "check"}}
+             "ansible.builtin.include_role": {"name": "open_gpu_cloud.toolkit.passthrough_rollout", "tasks_from": "check"}}
     plan = {"name": "Plan the reboot waves",
-            "ansible.builtin.include_role": {"name": "passthrough_rollout", "tasks_from": "plan"}}
+            "ansible.builtin.include_role": {"name": "open_gpu_cloud.toolkit.passthrough_rollout", "tasks_from": "plan"}}
     replan = {"name": "Plan the rebooted host again",
-              "ansible.builtin.include_role": {"name": "passthrough", "tasks_from": "replan"},
+              "ansible.builtin.include_role": {"name": "open_gpu_cloud.toolkit.passthrough", "tasks_from": "replan"},
               "when": "not ansible_check_mode"}
     playbook.write_text(yaml.safe_dump([
         {"name": "Faults", "hosts": "gpu_hosts", "gather_facts": False, "pre_tasks": [check],
-         "roles": [{"role": "passthrough"},
-                   {"role": "passthrough_host", "vars": {"passthrough_host_defer_reboot": True}}],
+         "roles": [{"role": "open_gpu_cloud.toolkit.passthrough"},
+                   {"role": "open_gpu_cloud.toolkit.passthrough_host", "vars": {"passthrough_host_defer_reboot": True}}],
          "post_tasks": [plan]},
         {"name": "Faults in the waves", "hosts": "{{ groups['passthrough_rollout_wave'] | default([]) }}",
-         "gather_facts": False, "roles": [{"role": "passthrough_rollout"}], "post_tasks": [replan]}]))
+         "gather_facts": False, "roles": [{"role": "open_gpu_cloud.toolkit.passthrough_rollout"}], "post_tasks": [replan]}]))
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
                ANSIBLE_ROLES_PATH=str(REPO / "roles"),
                ANSIBLE_PIPELINING="True", ANSIBLE_FORKS="12")
@@ -286,7 +286,7 @@ def run(tmp_path_factory, bmc, etcd):
                         changed.setdefault(host, []).append(task["task"]["name"])
                     # The last failure stopped the host (a rescue's fail says what happened), but for the rollout's
                     # own stop, which repeats the failure before it naming the wave.
-                    if result.get("failed") and task["task"]["name"] != "passthrough_rollout : Stop the rollout":
+                    if result.get("failed") and task["task"]["name"] != "open_gpu_cloud.toolkit.passthrough_rollout : Stop the rollout":
                         # A looped task's message is its failed item's.
                         msg = next((item.get("msg", "") for item in result.get("results", []) if item.get("failed")),
                                    result.get("msg", ""))
@@ -539,7 +539,7 @@ def test_plan_selecting_nothing_is_refused_unless_expected(run):
     assert "no-gpus-expected" not in run["failures"]
     # The plan role's plan file on the control host is its only change.
     assert [t for t in run["changed_tasks"]["no-gpus-expected"] if not t.endswith("Create the plan directory on the control host")] \
-        == ["passthrough : Write the plan file on the control host"]
+        == ["open_gpu_cloud.toolkit.passthrough : Write the plan file on the control host"]
     nothing_written(run, "no-gpus-expected")
 
 
@@ -571,9 +571,10 @@ def test_bios_attributes_that_switch_on_virtualization_are_staged_and_applied_by
     changed = run["changed_tasks"][name]
     # Staged before the files, applied by the reboot's power cycle after them; the OS reboot for what still lacked.
     order = [next((i for i, task in enumerate(changed) if task.startswith(prefix)), None)
-             for prefix in ("passthrough_host : Stage the BIOS attributes that differ",
-                            "passthrough_host : Write the vfio files", "passthrough_host : Power-cycle through the BMC",
-                            "passthrough_host : Reboot through passthrough_host_reboot_command")]
+             for prefix in ("open_gpu_cloud.toolkit.passthrough_host : Stage the BIOS attributes that differ",
+                            "open_gpu_cloud.toolkit.passthrough_host : Write the vfio files",
+                            "open_gpu_cloud.toolkit.passthrough_host : Power-cycle through the BMC",
+                            "open_gpu_cloud.toolkit.passthrough_host : Reboot through passthrough_host_reboot_command")]
     assert None not in order and order == sorted(order), changed
     assert len((root_of(run, name) / ".simulated-reboots").read_text().splitlines()) == 1
     assert "svm" in (root_of(run, name) / "proc" / "cpuinfo").read_text()

@@ -81,7 +81,7 @@ def test_check_mode_writes_nothing_and_the_run_loads_its_own_plan(tmp_path, fixt
     playbook.write_text(yaml.safe_dump([
         {"ansible.builtin.import_playbook": os.path.join(ROOT, "playbooks", "plan.yml")},
         {"name": "Load the plans as a later phase does", "hosts": "gpu_hosts", "gather_facts": False, "tasks": [
-            {"ansible.builtin.include_role": {"name": "passthrough", "tasks_from": "load"}},
+            {"ansible.builtin.include_role": {"name": "open_gpu_cloud.toolkit.passthrough", "tasks_from": "load"}},
             {"ansible.builtin.assert": {"that": ["passthrough_plan.host == inventory_hostname",
                                                  "passthrough_plan_facts.devices | length > 0",
                                                  "passthrough_plan_source == 'run'",
@@ -107,7 +107,7 @@ def test_the_loader_says_it_read_the_plan_file(tmp_path, fixture_host):
     playbook = tmp_path / "load.yml"
     playbook.write_text(yaml.safe_dump([
         {"name": "Load the plans as a later phase does", "hosts": "gpu_hosts", "gather_facts": False, "tasks": [
-            {"ansible.builtin.include_role": {"name": "passthrough", "tasks_from": "load"}},
+            {"ansible.builtin.include_role": {"name": "open_gpu_cloud.toolkit.passthrough", "tasks_from": "load"}},
             {"ansible.builtin.assert": {"that": [
                 "passthrough_plan == (lookup('ansible.builtin.file', passthrough_plan_dir ~ '/' ~ inventory_hostname"
                 " ~ '.json') | from_json).plan",
@@ -209,7 +209,7 @@ def test_cloud_resources_refuses_a_missing_empty_corrupt_or_stale_plan_file(tmp_
     playbook.write_text(yaml.safe_dump([{
         "name": "Preflight of cloud_resources", "hosts": "gpu1", "gather_facts": False,
         "tasks": [{"name": "Run the preflight", "ansible.builtin.include_role": {
-            "name": "cloud_resources", "tasks_from": "preflight"},
+            "name": "open_gpu_cloud.toolkit.cloud_resources", "tasks_from": "preflight"},
             "vars": {"cloud_name": "ogc-test", "cloud_resources_flavors": [
                 {"name": "f", "vcpus": 1, "ram": 1, "disk": 1,
                  "extra_specs": {"pci_passthrough:alias": "tesla-v100:1"}}]}}]}]))

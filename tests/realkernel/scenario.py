@@ -106,7 +106,8 @@ def configure_host_with_role(sandbox: Path, host: str, workdir: Path, verify: bo
     (workdir / "inventory.json").write_text(json.dumps(inventory, indent=2))
     (workdir / "play.yml").write_text(
         "---\n- name: Configure the real-kernel guest's sandbox root\n  hosts: gpu_hosts\n"
-        "  gather_facts: false\n  roles:\n    - role: passthrough\n    - role: passthrough_host\n")
+        "  gather_facts: false\n  roles:\n    - role: open_gpu_cloud.toolkit.passthrough\n"
+        "    - role: open_gpu_cloud.toolkit.passthrough_host\n")
     playbook = Path(sys.executable).parent / "ansible-playbook"
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), LC_ALL="C.UTF-8", ANSIBLE_NOCOLOR="1")
     proc = subprocess.run([str(playbook), "-i", str(workdir / "inventory.json"), str(workdir / "play.yml")],

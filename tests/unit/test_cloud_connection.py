@@ -105,7 +105,9 @@ def test_the_plays_that_reach_the_cloud_declare_it_once():
     for name in ("cloud.yml", "lifetimes.yml", "images.yml", "health.yml", "return_gpus.yml"):
         plays = yaml.safe_load((ROOT / "playbooks" / name).read_text(encoding="utf-8"))
         reaching = [play for play in plays
-                    if any(role.get("role") in ("cloud_resources", "server_lifetimes") for role in play.get("roles", []))
+                    if any(role.get("role") in ("open_gpu_cloud.toolkit.cloud_resources",
+                                                "open_gpu_cloud.toolkit.server_lifetimes")
+                           for role in play.get("roles", []))
                     or "os_" in json.dumps(play.get("tasks", [])) or "upload" in json.dumps(play.get("tasks", []))]
         assert reaching, name
         for play in reaching:

@@ -446,7 +446,7 @@ def test_recovery_after_wiping_the_databases(testcloud, tmp_path):
 
     rc, res, out = testcloud.playbook("playbooks/cloud.yml", "-i", str(inventory))
     assert rc == 0, out
-    converged = res["cloud_resources : Converge projects and users, flavors, and quotas (one module run, one login)"]
+    converged = res["open_gpu_cloud.toolkit.cloud_resources : Converge projects and users, flavors, and quotas (one module run, one login)"]
     assert converged["sections"] == ["access", "flavors", "quotas"]
     assert converged["flavors"]["created"] == ["gpu_tiny", "gpu_4xlarge", "ci_medium"]
     found = {f.name: f for f in conn.compute.flavors(is_public=None)}
@@ -467,7 +467,7 @@ def test_recovery_after_wiping_the_databases(testcloud, tmp_path):
     # A section's tag limits os_cloud to that section (the checks still run).
     rc, res, out = testcloud.playbook("playbooks/cloud.yml", "-i", str(inventory), "--tags", "cloud_resources_flavors")
     assert rc == 0, out
-    converged = res["cloud_resources : Converge projects and users, flavors, and quotas (one module run, one login)"]
+    converged = res["open_gpu_cloud.toolkit.cloud_resources : Converge projects and users, flavors, and quotas (one module run, one login)"]
     assert converged["sections"] == ["flavors"] and converged["changed"] is False
-    assert "cloud_resources : Decide the PCI aliases flavors may ask for" in res
+    assert "open_gpu_cloud.toolkit.cloud_resources : Decide the PCI aliases flavors may ask for" in res
     conn.close()

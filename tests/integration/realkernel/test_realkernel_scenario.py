@@ -124,7 +124,7 @@ def test_host_role_on_the_real_kernels_tree_changes_nothing_and_verifies(realker
     changed = flow.final_role_run.split("WHAT CHANGED", 1)[-1]
     on_the_host = [line.strip() for line in changed.splitlines()
                    if line.strip().startswith("- ") and not line.strip().endswith("(on localhost)")]
-    assert on_the_host == ["- passthrough_host : Forget the reboot that settled the plan"], changed
+    assert on_the_host == ["- open_gpu_cloud.toolkit.passthrough_host : Forget the reboot that settled the plan"], changed
     words = " ".join(flow.final_role_run.split())  # the YAML callback wraps long messages
     assert f"realkernel-{vendor}: ready; 2 device(s) for Nova ({GPU_A}, {GPU_B}), 3 on vfio-pci." in words
 
