@@ -1,5 +1,5 @@
 """playbooks/host.yml on several simulated GPU hosts (sandbox roots from fixtures/hosts/*.yml): the reboots go
-in waves, a canary first, at most passthrough_host_reboot_batch at a time, as the reboot command's own
+in waves, a canary first, at most passthrough_rollout_reboot_batch at a time, as the reboot command's own
 timestamps show (scripts/timed_command.py); a canary that fails verification stops the rollout. Two slices of one
 fleet run at once (as AWX job slicing runs them) share the fleet-wide reboot slots: together they stay within the
 batch, and a slice's failed canary stops the other slice."""

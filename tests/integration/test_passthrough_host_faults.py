@@ -87,7 +87,7 @@ def cases():
                                               "root=UUID=4b1c9a4e ro quiet splash\n}\n")
     out["stale-output"] = (stale, {"passthrough_host_boot_config_output": "/boot/grub/custom.cfg"})
     out["relative-path"] = (copy.deepcopy(seed), {"passthrough_host_modprobe_file": "etc/modprobe.d/vfio.conf"})
-    out["bad-batch"] = (copy.deepcopy(seed), {"passthrough_host_reboot_batch": "half"})
+    out["bad-batch"] = (copy.deepcopy(seed), {"passthrough_rollout_reboot_batch": "half"})
     quotes = copy.deepcopy(seed)
     quotes["files"]["etc/default/grub"] = quotes["files"]["etc/default/grub"].replace(
         'GRUB_CMDLINE_LINUX_DEFAULT="quiet splash"', 'GRUB_CMDLINE_LINUX_DEFAULT="quiet "\'splash\'')
@@ -135,6 +135,8 @@ def cases():
     out["coordination-credentials"] = (copy.deepcopy(seed), {
         "passthrough_rollout_coordination_url": "etcd3+http://root:" + URL_SECRET + "@127.0.0.1:2379"})
     out["retired-slots-dir"] = (copy.deepcopy(seed), {"passthrough_host_reboot_slots_dir": "/srv/awx/reboot-slots"})
+    out["renamed-rollout-vars"] = (copy.deepcopy(seed), {"passthrough_host_reboot_batch": 2,
+                                                         "passthrough_host_drain_mode": "shelve"})
     out["bad-timeout"] = (copy.deepcopy(seed), {"passthrough_host_tool_timeout": "soon"})
     return out
 
@@ -427,7 +429,7 @@ ADVICE = {
     "reboot-no-effect": lambda c: (_seed_reboot(c), (c.root / STATE).unlink()),
     "stale-output": lambda c: c.unset("passthrough_host_boot_config_output"),
     "relative-path": lambda c: c.set(passthrough_host_modprobe_file="/etc/modprobe.d/vfio.conf"),
-    "bad-batch": lambda c: c.set(passthrough_host_reboot_batch=1),
+    "bad-batch": lambda c: c.set(passthrough_rollout_reboot_batch=1),
     "adjacent-quotes": lambda c: c.grub(SEED_GRUB),
     "sourced-file": lambda c: c.grub(SEED_GRUB),
     "conditional": lambda c: c.grub(SEED_GRUB),
@@ -441,6 +443,8 @@ ADVICE = {
     "state-symlink": lambda c: c.set(passthrough_host_state_file="/var/lib/open-gpu-cloud/passthrough_host-own.json"),
     "coordination-credentials": lambda c: c.set(passthrough_rollout_coordination_url=c.etcd_url),
     "retired-slots-dir": lambda c: c.unset("passthrough_host_reboot_slots_dir"),
+    "renamed-rollout-vars": lambda c: (c.unset("passthrough_host_reboot_batch", "passthrough_host_drain_mode"),
+                                       c.set(passthrough_rollout_reboot_batch=2, passthrough_rollout_drain_mode="shelve")),
     "bad-timeout": lambda c: c.unset("passthrough_host_tool_timeout"),
 }
 STATE = "var/lib/open-gpu-cloud/passthrough_host.json"
@@ -561,7 +565,7 @@ def test_retired_policy_variable_is_refused(run):
 
 def test_bad_reboot_batch_is_refused_before_anything_is_written(run):
     msg = failure(run, "bad-batch")
-    assert msg.startswith("bad-batch: passthrough_host_reboot_batch='half' must be a percentage from 1% to 100%")
+    assert msg.startswith("bad-batch: passthrough_rollout_reboot_batch='half' must be a percentage from 1% to 100%")
     nothing_written(run, "bad-batch")
 
 
@@ -769,6 +773,15 @@ def test_the_retired_slot_directory_and_a_duration_that_is_no_number_are_refused
     assert "passthrough_host_tool_timeout" in msg and "'soon'" in msg and "cannot be converted to an int" in msg
     nothing_written(run, "retired-slots-dir")
     nothing_written(run, "bad-timeout")
+
+
+def test_the_rollout_s_old_variable_names_are_refused_naming_the_new_ones(run):
+    msg = failure(run, "renamed-rollout-vars")
+    assert msg.startswith("renamed-rollout-vars: passthrough_host_drain_mode, passthrough_host_reboot_batch are no "
+                          "longer read"), msg
+    assert ("passthrough_host_drain_mode -> passthrough_rollout_drain_mode, "
+            "passthrough_host_reboot_batch -> passthrough_rollout_reboot_batch") in msg, msg
+    nothing_written(run, "renamed-rollout-vars")
 
 
 @pytest.mark.parametrize("name", sorted(set(ADVICE) | {"initramfs-fails"}))

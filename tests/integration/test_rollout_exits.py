@@ -85,9 +85,9 @@ REBOOT = ["{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/scripts/timed_com
           "{{ inventory_hostname }}", "--"]
 
 CASES = {
-    "slot": ("no fleet-wide reboot slot free after 2 s", lambda t, e: {"passthrough_host_reboot_slot_timeout": 2}),
+    "slot": ("no fleet-wide reboot slot free after 2 s", lambda t, e: {"passthrough_rollout_reboot_slot_timeout": 2}),
     "drain": ("cannot reach the identity endpoint of cloud 'hung'", lambda t, e: {
-        "passthrough_host_drain_cloud": "hung", "passthrough_host_drain_clouds_yaml": hung_cloud(t, e),
+        "passthrough_rollout_drain_cloud": "hung", "passthrough_rollout_drain_clouds_yaml": hung_cloud(t, e),
         "passthrough_rollout_cloud_connect_timeout": 2, "passthrough_rollout_cloud_read_timeout": 2}),
     "reboot-fails": ("non-zero return code", lambda t, e: {"passthrough_host_reboot_command": REBOOT + ["false"]}),
     "reboot-hangs": ("Timed out after 3 second(s)", lambda t, e: {

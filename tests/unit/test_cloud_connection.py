@@ -68,7 +68,7 @@ def test_the_play_declaration_reaches_the_modules(tmp_path):
 
 CONNECTION_OPTIONS = {"cloud", "clouds_yaml", "auth", "auth_type", "region_name", "interface", "validate_certs",
                       "ca_cert", "connect_timeout", "read_timeout"}
-# The rollout's drain names its own cloud: passthrough_host_drain_cloud empty is also what turns it off.
+# The rollout's drain names its own cloud: passthrough_rollout_drain_cloud empty is also what turns it off.
 OWN_CLOUD = {"roles/passthrough_rollout/tasks/drain.yml", "roles/passthrough_rollout/tasks/enable.yml"}
 
 

@@ -77,11 +77,11 @@ def test_role_variables_name_the_variable_and_host():
                                 "passthrough_host_lock_file": "lock", "passthrough_host_bmc_address": "http://b",
                                 "passthrough_host_bmc_username": "u", "passthrough_host_bmc_password": "p"},
                                "h1", family="Debian")
-    errors += checks.rollout_var_errors({"passthrough_host_drain_clouds_yaml": "clouds.yaml"}, "h1")
+    errors += checks.rollout_var_errors({"passthrough_rollout_drain_clouds_yaml": "clouds.yaml"}, "h1")
     text = " ".join(errors)
     assert "h1: passthrough_host_lock_file (lock) is not an absolute path" in text
     assert "h1: passthrough_host_bmc_address (http://b) uses http://" in text
-    assert "h1: passthrough_host_drain_clouds_yaml ('clouds.yaml') is not an absolute path" in text
+    assert "h1: passthrough_rollout_drain_clouds_yaml ('clouds.yaml') is not an absolute path" in text
     assert inputs.host_name_errors(["ok", "a/b"]) == [f"Host 'a/b': {locations.host_name_problem('a/b')}."]
     assert inputs.path_errors({"passthrough_plan_dir": ""}, "h", optional=["passthrough_plan_dir"]) == []
     assert inputs.path_errors({"passthrough_plan_dir": "p"}, "h") == [

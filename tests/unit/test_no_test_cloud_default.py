@@ -29,4 +29,4 @@ def test_the_code_names_no_cloud_at_all():
         site = yaml.safe_load(handle)
     assert site["cloud_name"] == "" and site["cloud_auth"] == {} and site["cloud_clouds_yaml"] == ""
     with open(os.path.join(ROOT, "roles/passthrough_rollout/defaults/main.yml"), encoding="utf-8") as handle:
-        assert yaml.safe_load(handle)["passthrough_host_drain_cloud"] == ""
+        assert yaml.safe_load(handle)["passthrough_rollout_drain_cloud"] == ""

@@ -3,11 +3,14 @@ the host cannot take (the integration test test_passthrough_host_faults.py runs 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ogc_testlib import load_source, collection_plugin
+from ogc_testlib import ROOT, load_source, collection_plugin
 
 checks = collection_plugin("filter", "passthrough_host_checks")
 
@@ -38,10 +41,10 @@ def var_errors(family="Debian", **changes):
 
 # The passthrough_rollout role's drain variables, as its defaults set them.
 GOOD_ROLLOUT_VARS = {
-    "passthrough_host_drain_cloud": "",
-    "passthrough_host_drain_clouds_yaml": "",
-    "passthrough_host_drain_timeout": 1800,
-    "passthrough_host_nova_host": "gpu1",
+    "passthrough_rollout_drain_cloud": "",
+    "passthrough_rollout_drain_clouds_yaml": "",
+    "passthrough_rollout_drain_timeout": 1800,
+    "passthrough_rollout_nova_host": "gpu1",
 }
 
 
@@ -91,12 +94,35 @@ def test_bmc_without_credentials_and_drain_without_a_timeout():
                    "passthrough_host_bmc_address to skip the firmware phase."]
     assert var_errors(passthrough_host_bmc_address="10.0.0.5", passthrough_host_bmc_username="admin",
                       passthrough_host_bmc_password="s3cret") == []
-    drain = rollout_errors(passthrough_host_drain_cloud="ogc", passthrough_host_drain_timeout=-1)
-    assert drain[0].startswith("gpu1: passthrough_host_drain_timeout (-1) must be a positive number of seconds")
-    assert rollout_errors(passthrough_host_drain_cloud="ogc", passthrough_host_nova_host="")[0].endswith(
-        "passthrough_host_nova_host () the host's name in Nova (openstack compute service list).")
+    drain = rollout_errors(passthrough_rollout_drain_cloud="ogc", passthrough_rollout_drain_timeout=-1)
+    assert drain[0].startswith("gpu1: passthrough_rollout_drain_timeout (-1) must be a positive number of seconds")
+    assert rollout_errors(passthrough_rollout_drain_cloud="ogc", passthrough_rollout_nova_host="")[0].endswith(
+        "passthrough_rollout_nova_host () the host's name in Nova (openstack compute service list).")
     # Without a drain cloud the drain settings are not read.
-    assert rollout_errors(passthrough_host_drain_timeout=0) == []
+    assert rollout_errors(passthrough_rollout_drain_timeout=0) == []
+
+
+def test_the_rollout_s_old_variable_names_are_refused_naming_the_new_ones():
+    assert rollout_errors(passthrough_host_drain_cloud="ogc") == [
+        "gpu1: passthrough_host_drain_cloud is no longer read: the passthrough_rollout role's variables carry its own "
+        "prefix. Rename it in the inventory (passthrough_host_drain_cloud -> passthrough_rollout_drain_cloud), then "
+        "run this play again."]
+    both = rollout_errors(passthrough_host_reboot_batch=2, passthrough_host_nova_host="gpu-1")
+    assert both[0].startswith("gpu1: passthrough_host_nova_host, passthrough_host_reboot_batch are no longer read")
+    assert both[0].endswith("Rename them in the inventory (passthrough_host_nova_host -> passthrough_rollout_nova_host, "
+                            "passthrough_host_reboot_batch -> passthrough_rollout_reboot_batch), then run this play "
+                            "again.")
+    # Unset (None, as tasks/check.yml passes an undefined one): nothing to refuse.
+    assert rollout_errors(**{name: None for name in checks.RENAMED}) == []
+
+
+def test_every_new_name_is_a_variable_of_the_rollout_and_no_old_one_is():
+    specs = yaml.safe_load((Path(ROOT) / "roles" / "passthrough_rollout" / "meta" / "argument_specs.yml").read_text())
+    declared = {name for entry in specs["argument_specs"].values() for name in entry.get("options", {})}
+    assert set(checks.RENAMED.values()) <= declared
+    assert not set(checks.RENAMED) & declared
+    check = (Path(ROOT) / "roles" / "passthrough_rollout" / "tasks" / "check.yml").read_text()
+    assert all(f"'{old}': {old} | default(none)" in check for old in checks.RENAMED)
 
 
 def test_every_problem_is_reported_at_once():

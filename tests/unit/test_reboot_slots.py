@@ -102,7 +102,7 @@ def test_the_task_waits_then_fails_naming_the_holders_when_their_leases_run_out_
     assert result["msg"].startswith("h1: no fleet-wide reboot slot free after 3 s; all 1 fleet-wide reboot slot(s) "
                                     f"are held: h9 (run {OTHER['run']} of op on elsewhere")
     assert "its lease runs until 1970-01-01T00:26:40Z (597 s from now) unless renewed" in result["msg"]
-    assert "raise passthrough_host_reboot_slot_timeout" in result["msg"]
+    assert "raise passthrough_rollout_reboot_slot_timeout" in result["msg"]
 
 
 def test_a_dead_holder_s_slot_frees_itself_when_its_lease_runs_out(tmp_path):

@@ -21,16 +21,16 @@ def test_wave_size(batch, fleet, size):
 
 
 @pytest.mark.parametrize("batch, message", [
-    (0, "passthrough_host_reboot_batch=0 must be at least 1"),
-    (-2, "passthrough_host_reboot_batch=-2 must be at least 1"),
-    (True, "passthrough_host_reboot_batch=True (bool) must be a positive number of hosts"),
-    (1.5, "passthrough_host_reboot_batch=1.5 (float) must be a positive number of hosts"),
-    (None, "passthrough_host_reboot_batch=None (NoneType) must be a positive number of hosts"),
-    ([2], "passthrough_host_reboot_batch=[2] (list) must be a positive number of hosts"),
-    ("0%", "passthrough_host_reboot_batch='0%' must be a percentage from 1% to 100%"),
-    ("150%", "passthrough_host_reboot_batch='150%' must be a percentage from 1% to 100%"),
-    ("2", "passthrough_host_reboot_batch='2' must be a percentage from 1% to 100% (e.g. \"10%\") or a positive int"),
-    ("half", "passthrough_host_reboot_batch='half' must be a percentage"),
+    (0, "passthrough_rollout_reboot_batch=0 must be at least 1"),
+    (-2, "passthrough_rollout_reboot_batch=-2 must be at least 1"),
+    (True, "passthrough_rollout_reboot_batch=True (bool) must be a positive number of hosts"),
+    (1.5, "passthrough_rollout_reboot_batch=1.5 (float) must be a positive number of hosts"),
+    (None, "passthrough_rollout_reboot_batch=None (NoneType) must be a positive number of hosts"),
+    ([2], "passthrough_rollout_reboot_batch=[2] (list) must be a positive number of hosts"),
+    ("0%", "passthrough_rollout_reboot_batch='0%' must be a percentage from 1% to 100%"),
+    ("150%", "passthrough_rollout_reboot_batch='150%' must be a percentage from 1% to 100%"),
+    ("2", "passthrough_rollout_reboot_batch='2' must be a percentage from 1% to 100% (e.g. \"10%\") or a positive int"),
+    ("half", "passthrough_rollout_reboot_batch='half' must be a percentage"),
 ])
 def test_bad_batch_is_refused(batch, message):
     with pytest.raises(AnsibleFilterError) as err:
@@ -75,7 +75,7 @@ def test_batch_errors_name_the_host_or_are_empty():
     assert waves.batch_errors("25%", 24, "gpu-001") == []
     assert waves.batch_errors(2, 6, "gpu-001") == []
     errors = waves.batch_errors("half", 6, "gpu-001")
-    assert len(errors) == 1 and errors[0].startswith("gpu-001: passthrough_host_reboot_batch='half' must be a percentage")
+    assert len(errors) == 1 and errors[0].startswith("gpu-001: passthrough_rollout_reboot_batch='half' must be a percentage")
 
 
 @given(batch=st.one_of(st.integers(-5, 50), st.text(max_size=6), st.none(), st.booleans()), fleet=st.integers(1, 100))

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 
 import yaml
+
+from ogc_testlib import collection_plugin
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROLE_ACTIONS = {"include_role", "import_role", "ansible.builtin.include_role", "ansible.builtin.import_role"}
@@ -91,3 +94,53 @@ def test_every_role_is_called_by_its_full_name():
     assert len(references) > 30, references  # the walk found the project's plays and includes
     short = [f"{path}: {role}" for path, role in references if not role.startswith(COLLECTION)]
     assert not short, "a role called by its short name (call it open_gpu_cloud.toolkit.<role>):\n" + "\n".join(short)
+
+
+def _code_lines(path):
+    """The file's lines without their comments (a YAML comment starts a line or follows a space)."""
+    with open(path, encoding="utf-8") as handle:
+        return [line.split(" #", 1)[0] for line in handle if not line.lstrip().startswith("#")]
+
+
+def _names(role, prefix, parts=("tasks", "vars", "defaults")):
+    """{variable name with this prefix: [files]} in the role's code (comments left out)."""
+    found = {}
+    for part in parts:
+        for path in sorted(glob.glob(os.path.join(ROOT, "roles", role, part, "*.yml"))):
+            for line in _code_lines(path):
+                for name in re.findall(rf"\b{prefix}\w+", line):
+                    found.setdefault(name, []).append(os.path.relpath(path, ROOT))
+    return found
+
+
+def test_the_host_role_reads_nothing_of_the_rollout():
+    assert _names("passthrough_host", "passthrough_rollout_") == {}
+
+
+def test_the_rollout_reads_the_host_role_only_through_its_declared_options_and_passes_it_arguments():
+    checks = collection_plugin("filter", "passthrough_host_checks")
+    with open(os.path.join(ROOT, "roles", "passthrough_host", "meta", "argument_specs.yml"), encoding="utf-8") as handle:
+        host_arguments = {name for entry in yaml.safe_load(handle)["argument_specs"].values()
+                          for name in entry.get("options", {})}
+    in_tasks = _names("passthrough_rollout", "passthrough_host_", parts=("tasks", "vars"))
+    # Arguments it passes to the host role's entry points, and the old names its check refuses.
+    refused = set(checks.RENAMED) | {"passthrough_host_reboot_slots_dir"}
+    assert {name for name in in_tasks if name not in refused} <= host_arguments, in_tasks
+    assert {name for name, files in in_tasks.items() if name in refused} == refused
+    assert all(files == ["roles/passthrough_rollout/tasks/check.yml"] * 2 for name, files in in_tasks.items()
+               if name in refused), in_tasks
+    # What the host role published: read by the defaults of the rollout's own options, each declared.
+    with open(os.path.join(ROOT, "roles", "passthrough_rollout", "meta", "argument_specs.yml"), encoding="utf-8") as f:
+        specs = yaml.safe_load(f)["argument_specs"]
+    with open(os.path.join(ROOT, "roles", "passthrough_rollout", "defaults", "main.yml"), encoding="utf-8") as f:
+        defaults = yaml.safe_load(f)
+    reading = {name: value for name, value in defaults.items() if "passthrough_host_" in str(value)}
+    assert set(reading) == {"passthrough_rollout_reboot_hosts", "passthrough_rollout_reboot_reasons",
+                            "passthrough_rollout_restart_seconds", "passthrough_rollout_held_lock",
+                            "passthrough_rollout_verify"}
+    declared = {name: option for entry in specs.values() for name, option in entry.get("options", {}).items()}
+    assert all(declared[name]["default"] == value for name, value in reading.items()), reading
+    # Every variable of each role carries its own prefix.
+    for role in ("passthrough_host", "passthrough_rollout"):
+        with open(os.path.join(ROOT, "roles", role, "defaults", "main.yml"), encoding="utf-8") as f:
+            assert all(name.startswith(role + "_") for name in yaml.safe_load(f)), role

@@ -56,7 +56,7 @@ def build(count, directory, batch=1, hold=0.0, fixtures=None, interpreter="{{ an
         "passthrough_plan_dir": "{{ ogc_demo_dir }}/plans",
         "passthrough_host_os_family": "Debian",
         "passthrough_host_allow_reboot": True,
-        "passthrough_host_reboot_batch": batch,
+        "passthrough_rollout_reboot_batch": batch,
         "demo_host_record": record,
         # The boot-config stand-in generates grub.cfg from the sandbox's GRUB files, as update-grub would:
         # the role reads it back before rebooting, and the simulated reboot boots its line.
@@ -82,7 +82,7 @@ def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("count", type=int)
     parser.add_argument("directory")
-    parser.add_argument("--batch", default="1", help="passthrough_host_reboot_batch: N or N%%")
+    parser.add_argument("--batch", default="1", help="passthrough_rollout_reboot_batch: N or N%%")
     parser.add_argument("--hold", type=float, default=0.0)
     parser.add_argument("--fixtures", default=",".join(DEMO_FIXTURES))
     args = parser.parse_args(argv[1:])

@@ -181,6 +181,6 @@ def run(hosts, slices, batch, hold, workdir, out, repo=REPO, noop=("unsliced", "
 
 
 def fleet_wave_size(batch, hosts):
-    """passthrough_host_reboot_batch on the whole fleet (the collection's plugins/filter/reboot_waves.py, the role's rule)."""
+    """passthrough_rollout_reboot_batch on the whole fleet (the collection's plugins/filter/reboot_waves.py, the role's rule)."""
     from ansible_collections.open_gpu_cloud.toolkit.plugins.filter import reboot_waves  # pylint: disable=import-outside-toplevel
     return reboot_waves.wave_size(batch, hosts)

@@ -1,6 +1,6 @@
 """The drain before a GPU host's reboot against the real Nova API (the test cloud with its fake nova-compute on
 host ogc-gpu-1): os_compute_drain alone, and playbooks/host.yml on a simulated GPU host that Nova knows as
-ogc-gpu-1 (passthrough_host_nova_host), drained through passthrough_host_drain_cloud."""
+ogc-gpu-1 (passthrough_rollout_nova_host), drained through passthrough_rollout_drain_cloud."""
 
 from __future__ import annotations
 
@@ -128,9 +128,9 @@ def inventory(tmp_path, compute_cloud, **host_vars):
     os.makedirs(os.path.join(inv, "host_vars"))
     # host_vars: above the group_vars the inventory writer sets (the reboot command among them).
     with open(os.path.join(inv, "host_vars", "gpu-001.yml"), "w", encoding="utf-8") as handle:
-        yaml.safe_dump(dict({"passthrough_host_drain_cloud": "ogc-test",
-                             "passthrough_host_drain_clouds_yaml": compute_cloud.clouds_yaml,
-                             "passthrough_host_nova_host": HOST, "passthrough_host_drain_timeout": 300},
+        yaml.safe_dump(dict({"passthrough_rollout_drain_cloud": "ogc-test",
+                             "passthrough_rollout_drain_clouds_yaml": compute_cloud.clouds_yaml,
+                             "passthrough_rollout_nova_host": HOST, "passthrough_rollout_drain_timeout": 300},
                             **host_vars), handle)
     return inv
 

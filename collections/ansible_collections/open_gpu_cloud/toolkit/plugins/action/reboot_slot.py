@@ -139,7 +139,7 @@ def slot_task(args, here, backend, check=False, clock=time.time, sleep=time.slee
                 f"{host}: no fleet-wide reboot slot free after {args['timeout']} s; {exc}. Those reboots are still "
                 "under way, or their run is gone and its lease has not run out yet. Wait for them (a holder whose run "
                 "died frees its slot when its lease runs out, at the time named) and run playbooks/host.yml again, "
-                "or raise passthrough_host_reboot_slot_timeout."))
+                "or raise passthrough_rollout_reboot_slot_timeout."))
         except be.LeaseLost as exc:
             return dict(result, failed=True, msg=f"{host}: {exc}. Run playbooks/host.yml again.")
         except be.Unavailable as exc:

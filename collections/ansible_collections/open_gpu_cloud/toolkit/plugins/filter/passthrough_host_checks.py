@@ -132,7 +132,7 @@ def var_errors(values, host, family="", supported=("Debian", "RedHat")):
 # The rollout's durations (seconds) and the least each may be.
 ROLLOUT_SECONDS = {"passthrough_rollout_lease_ttl": 5, "passthrough_rollout_coordination_connect_timeout": 1,
                    "passthrough_rollout_coordination_read_timeout": 1, "passthrough_rollout_cloud_connect_timeout": 1,
-                   "passthrough_rollout_cloud_read_timeout": 1, "passthrough_host_reboot_slot_timeout": 0}
+                   "passthrough_rollout_cloud_read_timeout": 1, "passthrough_rollout_reboot_slot_timeout": 0}
 
 
 def _at_least(value, minimum):
@@ -142,6 +142,24 @@ def _at_least(value, minimum):
         return int(value) >= minimum
     except (TypeError, ValueError):
         return False
+
+
+# The rollout's variables that carried the host role's prefix before they took their own role's: an inventory that
+# still sets an old name is refused, never read under it (a drain cloud ignored would reboot hosts with instances).
+RENAMED = {f"passthrough_host_{name}": f"passthrough_rollout_{name}"
+           for name in ("reboot_batch", "reboot_slot_timeout", "drain_cloud", "drain_clouds_yaml", "nova_host",
+                        "drain_mode", "drain_timeout")}
+
+
+def renamed_errors(values, host):
+    """The refusals of the rollout's old variable names an inventory still sets (values: old name -> its value, None
+    when unset), each naming the new one."""
+    old = sorted(name for name in RENAMED if values.get(name) is not None)
+    if not old:
+        return []
+    return [f"{host}: {', '.join(old)} {'is' if len(old) == 1 else 'are'} no longer read: the passthrough_rollout "
+            f"role's variables carry its own prefix. Rename {'it' if len(old) == 1 else 'them'} in the inventory ("
+            + ", ".join(f"{name} -> {RENAMED[name]}" for name in old) + "), then run this play again."]
 
 
 def coordination_errors(values, host):
@@ -181,10 +199,10 @@ def rollout_var_errors(values, host):
     """The refusals of the passthrough_rollout role's drain, timeout and coordination variables (its batch:
     reboot_waves.py's batch_errors).
 
-    :param values: the variables by name (passthrough_host_drain_cloud, passthrough_host_drain_clouds_yaml,
-        passthrough_host_drain_timeout, passthrough_host_nova_host, the passthrough_rollout_* timeouts and
+    :param values: the variables by name (passthrough_rollout_drain_cloud, passthrough_rollout_drain_clouds_yaml,
+        passthrough_rollout_drain_timeout, passthrough_rollout_nova_host, the passthrough_rollout_* timeouts and
         coordination URL: the names of roles/passthrough_rollout; passthrough_plan_dir; the retired
-        passthrough_host_reboot_slots_dir, None unless the inventory sets it).
+        passthrough_host_reboot_slots_dir and the old names of RENAMED, None unless the inventory sets them).
     :param host: the inventory hostname, named in every message.
     """
     errors = []
@@ -193,20 +211,21 @@ def rollout_var_errors(values, host):
     if bad:
         errors.append(f"{host}: {', '.join(bad)} must be a number of seconds (an int: the lease at least 5, a timeout "
                       "at least 1).")
+    errors += renamed_errors(values, host)
     errors += coordination_errors(values, host)
-    clouds_yaml = locations.path_problem("passthrough_host_drain_clouds_yaml",
-                                         values.get("passthrough_host_drain_clouds_yaml", ""), allow_empty=True)
+    clouds_yaml = locations.path_problem("passthrough_rollout_drain_clouds_yaml",
+                                         values.get("passthrough_rollout_drain_clouds_yaml", ""), allow_empty=True)
     if clouds_yaml:
         errors.append(f"{host}: {clouds_yaml}; it names clouds.yaml on the control host, or leave it empty for "
                       "openstacksdk's search path.")
 
-    if _text(values.get("passthrough_host_drain_cloud")):
-        timeout = values.get("passthrough_host_drain_timeout")
-        nova_host = _text(values.get("passthrough_host_nova_host"))
+    if _text(values.get("passthrough_rollout_drain_cloud")):
+        timeout = values.get("passthrough_rollout_drain_timeout")
+        nova_host = _text(values.get("passthrough_rollout_nova_host"))
         if not (_positive_number(timeout) and nova_host):
             errors.append(
-                f"{host}: passthrough_host_drain_timeout ({_text(timeout)}) must be a positive number of seconds and "
-                f"passthrough_host_nova_host ({nova_host}) the host's name in Nova (openstack compute service list).")
+                f"{host}: passthrough_rollout_drain_timeout ({_text(timeout)}) must be a positive number of seconds and "
+                f"passthrough_rollout_nova_host ({nova_host}) the host's name in Nova (openstack compute service list).")
     return errors
 
 

@@ -3,7 +3,7 @@
 # Apache License 2.0 (see LICENSE)
 """Reboot waves of a GPU fleet (playbooks/host.yml): how many hosts one wave may reboot, and the waves.
 
-* ``passthrough_reboot_wave_size(batch, fleet_size)``: the wave size from ``passthrough_host_reboot_batch``
+* ``passthrough_reboot_wave_size(batch, fleet_size)``: the wave size from ``passthrough_rollout_reboot_batch``
   (a positive int, or a percentage "N%" of the fleet, rounded down, at least 1).
 * ``passthrough_reboot_batch_errors(batch, fleet_size, host)``: the same refusal as a list of messages, for the
   role's variable check (empty when the value is good).
@@ -25,24 +25,24 @@ _PERCENT = re.compile(r"^\s*([0-9]+)\s*%\s*$")
 
 
 def wave_size(batch, fleet_size):
-    """Hosts per wave for passthrough_host_reboot_batch=batch on a fleet of fleet_size GPU hosts."""
+    """Hosts per wave for passthrough_rollout_reboot_batch=batch on a fleet of fleet_size GPU hosts."""
     if isinstance(fleet_size, bool) or not isinstance(fleet_size, int) or fleet_size < 1:
         raise AnsibleFilterError("passthrough_reboot_wave_size: the fleet size must be a positive int, got "
                                  f"{fleet_size!r}")
     if isinstance(batch, bool) or not isinstance(batch, (int, str)):
         raise AnsibleFilterError(
-            f"passthrough_host_reboot_batch={batch!r} ({type(batch).__name__}) must be a positive number of hosts "
+            f"passthrough_rollout_reboot_batch={batch!r} ({type(batch).__name__}) must be a positive number of hosts "
             "(e.g. 2) or a percentage of the GPU hosts (e.g. \"10%\")")
     if isinstance(batch, int):
         if batch < 1:
-            raise AnsibleFilterError(f"passthrough_host_reboot_batch={batch} must be at least 1 (hosts rebooted at "
+            raise AnsibleFilterError(f"passthrough_rollout_reboot_batch={batch} must be at least 1 (hosts rebooted at "
                                      "once after the canary)")
         return min(batch, fleet_size)
     match = _PERCENT.match(batch)
     if not match or not 0 < int(match.group(1)) <= 100:
         raise AnsibleFilterError(
-            f"passthrough_host_reboot_batch={batch!r} must be a percentage from 1% to 100% (e.g. \"10%\") or a "
-            "positive int (e.g. 2; on the command line give it as JSON: -e '{\"passthrough_host_reboot_batch\": 2}')")
+            f"passthrough_rollout_reboot_batch={batch!r} must be a percentage from 1% to 100% (e.g. \"10%\") or a "
+            "positive int (e.g. 2; on the command line give it as JSON: -e '{\"passthrough_rollout_reboot_batch\": 2}')")
     return max(1, fleet_size * int(match.group(1)) // 100)
 
 
@@ -56,7 +56,7 @@ def fleet_size(play_hosts, plan_files):
 
 
 def batch_errors(batch, fleet_size, host):
-    """The refusal of a bad passthrough_host_reboot_batch as a list of one message naming the host (empty when the
+    """The refusal of a bad passthrough_rollout_reboot_batch as a list of one message naming the host (empty when the
     value is good): the role's variable check asserts it with its other variables."""
     try:
         wave_size(batch, fleet_size)

@@ -131,7 +131,7 @@ def decide_wave(slots, wave, capacity, here, now, alive=ident.owner_alive):
     wherever it is (a run with a larger capacity may hold an index above this one's)."""
     if len(wave) > capacity:
         raise SlotError(f"a wave of {len(wave)} host(s) ({', '.join(wave)}) cannot fit in {capacity} fleet-wide "
-                        "reboot slot(s): the wave size and the capacity come from one passthrough_host_reboot_batch")
+                        "reboot slot(s): the wave size and the capacity come from one passthrough_rollout_reboot_batch")
     states = {index: holder_state(record, now, here, alive) for index, record in slots.items()}
     decided = {}
     for index in sorted(slots):
