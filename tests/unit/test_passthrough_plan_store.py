@@ -5,6 +5,9 @@ and the command to run; the passthrough_plans lookup that loads them in the role
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -12,6 +15,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.open_gpu_cloud.toolkit.plugins.lookup import passthrough_plans as lookup
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough import store
+from ogc_testlib import ROOT
 
 FIX = "ansible-playbook playbooks/plan.yml -i inventory/<env> --limit "
 POLICY = {"exclude": ["0000:28:00.0"], "alias_names": {"10de:1db4": "v100"}}
@@ -284,3 +288,40 @@ def test_the_lookup_reads_text_bytes_or_nothing(tmp_path):
     assert lookup.read_plan_file(str(tmp_path / "none.json")) is None
     with pytest.raises(Exception, match="is not text"):
         store.plan_load(lookup.read_plan_file(str(tmp_path / "latin.json")), str(tmp_path), "latin", {})
+
+
+LOADER_RUN = """
+import json, sys
+from ansible.errors import AnsibleLookupError
+from ansible.plugins.loader import init_plugin_loader, lookup_loader
+init_plugin_loader([sys.argv[1]])
+plugin = lookup_loader.get("open_gpu_cloud.toolkit.passthrough_plans")
+hostvars = json.loads(sys.argv[2])
+loaded, = plugin.run([["seed-v100"], "gone"], variables={"hostvars": hostvars}, missing_ok=True,
+                     other_plan_files=[sys.argv[3]])
+try:
+    plugin.run(["gone"], variables={"hostvars": hostvars})
+except AnsibleLookupError as exc:
+    loaded["refused"] = str(exc)
+print(json.dumps(loaded))
+"""
+
+
+def test_the_lookup_through_ansible_s_plugin_loader(tmp_path, planner, host_facts):
+    """ansible-core's own loader (in a process of its own: its collection finder must come first) finds the lookup
+    by its full name; its options come from the call; a plan error is the lookup's error, which the playbook's
+    rescue reports."""
+    text, _plan, _facts = _written(planner, host_facts, policy=POLICY)
+    (tmp_path / "seed-v100.json").write_text(text, encoding="utf-8")
+    (tmp_path / "retired.json").write_text(text.replace('"host": "seed-v100"', '"host": "retired"'), encoding="utf-8")
+    hostvars = {name: {"passthrough_plan_dir": str(tmp_path), "passthrough_policy": POLICY}
+                for name in ("seed-v100", "gone")}
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-c", LOADER_RUN, os.path.join(ROOT, "collections"), json.dumps(hostvars),
+                           str(tmp_path / "retired.json")], capture_output=True, text=True, env=env, check=False,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    loaded = json.loads(proc.stdout)
+    assert loaded["sources"] == {"seed-v100": "file"} and loaded["missing"] == {"gone": f"{tmp_path}/gone.json"}
+    assert list(loaded["others"]) == ["retired"]
+    assert "no plan file" in loaded["refused"] and f"{tmp_path}/gone.json" in loaded["refused"]
