@@ -34,22 +34,27 @@ def _tasks(items):
                 yield from _tasks(item.get(key))
 
 
-def _role_calls():
-    """(file, role, entry point) of every include_role/import_role with tasks_from."""
+def _task_lists():
+    """(file, its YAML list) of every playbook, role task file and scenario that is a list of plays or tasks."""
     files = (glob.glob(os.path.join(ROOT, "*.yml")) + glob.glob(os.path.join(ROOT, "playbooks", "*.yml"))
              + glob.glob(os.path.join(ROOT, "roles", "*", "tasks", "*.yml"))
              + glob.glob(os.path.join(ROOT, "molecule", "**", "*.yml"), recursive=True))
     for path in sorted(files):
         with open(path, encoding="utf-8") as handle:
             document = yaml.safe_load(handle)
-        if not isinstance(document, list):
-            continue
+        if isinstance(document, list):
+            yield os.path.relpath(path, ROOT), document
+
+
+def _role_calls():
+    """(file, role, entry point) of every include_role/import_role with tasks_from."""
+    for path, document in _task_lists():
         for task in _tasks(document):
             for action in ROLE_ACTIONS & set(task):
                 args = task[action]
                 if isinstance(args, dict) and "tasks_from" in args:
                     entry = os.path.splitext(str(args["tasks_from"]))[0]
-                    yield os.path.relpath(path, ROOT), str(args["name"]), entry
+                    yield path, str(args["name"]), entry
 
 
 def test_every_tasks_from_is_a_declared_entry_point():
@@ -71,22 +76,14 @@ def test_the_rollout_is_reached_through_its_entry_points():
 
 def _role_references():
     """(file, role) of every role a play lists or a task includes or imports, with or without tasks_from."""
-    files = (glob.glob(os.path.join(ROOT, "*.yml")) + glob.glob(os.path.join(ROOT, "playbooks", "*.yml"))
-             + glob.glob(os.path.join(ROOT, "roles", "*", "tasks", "*.yml"))
-             + glob.glob(os.path.join(ROOT, "molecule", "**", "*.yml"), recursive=True))
-    for path in sorted(files):
-        with open(path, encoding="utf-8") as handle:
-            document = yaml.safe_load(handle)
-        if not isinstance(document, list):
-            continue
+    for path, document in _task_lists():
         for play in document:
             for role in (play.get("roles") or []) if isinstance(play, dict) else []:
-                yield os.path.relpath(path, ROOT), str(role.get("role", role.get("name")) if isinstance(role, dict)
-                                                       else role)
+                yield path, str(role.get("role", role.get("name")) if isinstance(role, dict) else role)
         for task in _tasks(document):
             for action in ROLE_ACTIONS & set(task):
                 args = task[action]
-                yield os.path.relpath(path, ROOT), str(args["name"] if isinstance(args, dict) else args)
+                yield path, str(args["name"] if isinstance(args, dict) else args)
 
 
 def test_every_role_is_called_by_its_full_name():
