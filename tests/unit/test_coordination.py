@@ -254,6 +254,17 @@ def test_good_urls():
     assert be.parse_url("etcd3+http://10.0.0.5")[1]["prefix"] == "/open-gpu-cloud"
 
 
+def test_an_etcd_url_without_etcd3gw_is_refused_naming_the_package_and_the_fix(monkeypatch):
+    monkeypatch.setitem(sys.modules, "etcd3gw", None)  # what a control host without the package gives the import
+    kind, settings_, shown = be.parse_url("etcd3+http://etcd.example:2379")
+    with pytest.raises(be.BackendError) as exc:
+        be.EtcdBackend(settings_, shown)
+    assert str(exc.value) == ("passthrough_rollout_coordination_url (etcd3+http://etcd.example:2379) names etcd, and the "
+                              "Python package etcd3gw is not installed on the control host: install it (pip install "
+                              "etcd3gw; the execution environment has it)")
+    assert exc.value.__cause__ is None and exc.value.__suppress_context__
+
+
 # ---- the keeper ------------------------------------------------------------------------------------------------
 
 class FakeBackend:

@@ -8,7 +8,8 @@ from unittest import mock
 
 import pytest
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.openstack import Action, Plan, converge, run_module as protocol_main
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.openstack import converge, run_module as protocol_main
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.protocol import Action, Plan
 from openstack import exceptions as sdk_exceptions
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 
-from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.openstack import Action, Plan
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.protocol import Action, Plan
 
 
 LOGIN_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}$")

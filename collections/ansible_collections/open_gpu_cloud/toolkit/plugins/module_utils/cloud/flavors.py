@@ -17,7 +17,7 @@ try:
 except ImportError:  # pragma: no cover - CloudModule reports the missing library
     sdk_exceptions = sdk_utils = None
 
-from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.openstack import Action, Plan
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.protocol import Action, Plan
 
 
 IMMUTABLE = ("vcpus", "ram", "disk", "ephemeral", "swap", "is_public")

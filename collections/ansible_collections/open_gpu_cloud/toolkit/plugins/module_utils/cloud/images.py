@@ -15,7 +15,7 @@ import shutil
 import tempfile
 import time
 
-from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.openstack import Action, Plan
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.protocol import Action, Plan
 
 try:
     from ansible.module_utils.urls import open_url

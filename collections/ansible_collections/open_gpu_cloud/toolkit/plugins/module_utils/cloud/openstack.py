@@ -10,8 +10,9 @@
   (authenticating at once, so wrong credentials and unreachable endpoints fail before anything is
   written), records what was done, and turns SDK/keystoneauth exceptions into ``fail_json`` naming
   the resource, the server's message and the items already done.
-* The resource protocol (``Action``, ``Plan``, ``converge``, ``run_module``): prepare (validate) -> read ->
-  make_plan (pure) -> apply, with check mode handled once, in ``converge``.
+* The resource protocol (``converge``, ``run_module``; its values ``Action`` and ``Plan`` are in
+  cloud/protocol.py): prepare (validate) -> read -> make_plan (pure) -> apply, with check mode handled once,
+  in ``converge``.
 
 Modules import it as ``from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.openstack import ...``.
 """
@@ -25,6 +26,8 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule, _load_params, missing_required_lib
+
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.protocol import DONE_KEYS
 
 try:
     import openstack
@@ -67,10 +70,6 @@ AUTH_OPTIONS = dict(
 # connections and never answers fails the module after the read timeout instead of holding the run.
 CONNECT_TIMEOUT = 10
 READ_TIMEOUT = 120
-
-# Progress keys that mean something was written (a failure after them reports changed=true).
-DONE_KEYS = ("created", "updated", "recreated", "replaced", "retired", "deleted", "enabled", "disabled",
-             "assigned")
 
 
 def _unknown_auth_keys():
@@ -351,74 +350,10 @@ class CloudModule:
 # and optionally finish(cm, params, state, applied), run at the end of every real run, writes or not (it waits for
 # what the run promises: os_server_lifetimes for the servers it acted on, os_compute_drain for an idle host), and
 # announce(cm, plan), which tells later sections of an os_cloud run what this plan creates (check mode too).
-# converge() below runs read -> plan -> apply -> report and is the only place that knows check mode:
-# apply is skipped, everything else (the plan, its progress keys, changed and the diff) is the same code.
-
-
-class Action:
-    """One step of a plan.
-
-    done: the progress key the step is reported under once carried out (one of DONE_KEYS for a write;
-    e.g. ``unchanged`` or ``unmanaged`` for a step that writes nothing); item: the name it is reported as;
-    data: what apply() needs (the resource's own shape); diff: (before, after) of the item, only on an
-    Action that apply() returns instead of the planned one (see converge).
-    """
-
-    __slots__ = ("done", "item", "data", "diff")
-
-    def __init__(self, done, item, data=None, diff=None):
-        self.done = done
-        self.item = item
-        self.data = data
-        self.diff = diff
-
-    @property
-    def writes(self):
-        return self.done in DONE_KEYS
-
-    def __eq__(self, other):
-        return isinstance(other, Action) and (self.done, self.item, self.data, self.diff) == (
-            other.done, other.item, other.data, other.diff)
-
-    def __repr__(self):
-        return f"Action({self.done!r}, {self.item!r}, {self.data!r})"
-
-
-class Plan:
-    """What make_plan() answers: the ordered actions; the Ansible diff (before/after of what changes; None
-    for a module without diff support); a problem that stops the run before any write (the keyword
-    arguments of CloudModule.fail); warnings; details the report needs besides the actions."""
-
-    def __init__(self, actions=(), before=None, after=None, problem=None, warnings=(), details=None):
-        self.actions = list(actions)
-        self.before = before
-        self.after = after
-        self.problem = problem
-        self.warnings = list(warnings)
-        self.details = details if details is not None else {}
-
-    @property
-    def changed(self):
-        return any(action.writes for action in self.actions)
-
-    @property
-    def writes(self):
-        return [action for action in self.actions if action.writes]
-
-    def amend(self, planned, done):
-        """apply() did `done` instead of `planned`: the diff shows what was done for that item."""
-        if self.before is None and self.after is None:
-            return
-        for side in (self.before, self.after):
-            side.pop(planned.item, None)
-        if done.diff is not None:
-            self.before[done.item], self.after[done.item] = done.diff
-
-    @property
-    def diff(self):
-        if self.before is None and self.after is None:
-            return None
-        return dict(before=self.before or {}, after=self.after or {})
+# converge() below runs read -> plan -> apply -> report and is the only place that knows check mode: apply is
+# skipped, everything else (the plan, its progress keys, changed and the diff) is the same code. Action and Plan
+# live in cloud/protocol.py, which imports no SDK, so that pure logic a filter shares (ops/pci_return.py) builds
+# plans without loading openstacksdk in every task worker.
 
 
 def converge(cm, logic, params, declared):

@@ -7,7 +7,7 @@ Used by os_quotas (quotas alone) and os_cloud (the quotas section)."""
 
 from __future__ import annotations
 
-from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.openstack import Action, Plan
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.protocol import Action, Plan
 
 QUOTA_KEYS = ("instances", "cores", "ram", "key_pairs", "metadata_items", "server_groups",
               "server_group_members", "injected_files", "injected_file_content_bytes", "injected_file_path_bytes")

@@ -40,15 +40,6 @@ from urllib.parse import parse_qs, urlsplit
 
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import leases
 
-try:
-    import etcd3gw
-    from etcd3gw import exceptions as etcd_exc
-    HAS_ETCD3GW = True
-except ImportError:  # pragma: no cover - the message below names the missing package
-    etcd3gw = None
-    etcd_exc = None
-    HAS_ETCD3GW = False
-
 __all__ = ["BackendError", "Unavailable", "LeaseLost", "View", "parse_url", "open_backend", "FileBackend",
            "EtcdBackend", "lease_id_of", "VARIABLE"]
 
@@ -370,9 +361,16 @@ class EtcdBackend:
     ``<prefix>/stopped``; leases are etcd's own."""
 
     def __init__(self, settings, shown, connect_timeout=10, read_timeout=30, clock=time.time):
-        if not HAS_ETCD3GW:
+        # Imported here, not with this file: the filters that check the URL (parse_url) load this file in every task
+        # worker, and etcd3gw brings requests with it (tests/unit/test_plugin_import_cost.py).
+        try:
+            import etcd3gw
+            from etcd3gw import exceptions as etcd_errors
+        except ImportError:
             raise BackendError(f"{VARIABLE} ({shown}) names etcd, and the Python package etcd3gw is not installed on "
-                               "the control host: install it (pip install etcd3gw; the execution environment has it)")
+                               "the control host: install it (pip install etcd3gw; the execution environment has it)"
+                               ) from None
+        self.errors = etcd_errors
         self.shown = shown
         self.clock = clock
         self.prefix = settings["prefix"]
@@ -388,10 +386,10 @@ class EtcdBackend:
     def _post(self, path, payload):
         try:
             return self.client.post(self.client.get_url(path), json=payload)
-        except (etcd_exc.ConnectionFailedError, etcd_exc.ConnectionTimeoutError) as exc:
+        except (self.errors.ConnectionFailedError, self.errors.ConnectionTimeoutError) as exc:
             raise Unavailable(f"the coordination service {self.shown} cannot be reached (connect timeout "
                               f"{self.timeouts[0]} s, read timeout {self.timeouts[1]} s): {_first_line(exc)}") from None
-        except etcd_exc.Etcd3Exception as exc:
+        except self.errors.Etcd3Exception as exc:
             raise BackendError(f"the coordination service {self.shown} refused {path}: {_first_line(exc)}") from None
 
     def _slot_key(self, index):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import fnmatch
 
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import address as pci_address
-from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.openstack import Plan
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.protocol import Plan
 
 
 ARGUMENT_SPEC = dict(

@@ -16,7 +16,8 @@ from __future__ import annotations
 import datetime
 import time
 
-from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.openstack import Action, Plan, sdk_message
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.openstack import sdk_message
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.protocol import Action, Plan
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.ops.server_exemption import exemption, iso, parse_time
 
 MODES = ("wait", "shelve", "skip")

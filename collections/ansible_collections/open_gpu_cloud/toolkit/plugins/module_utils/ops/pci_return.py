@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import address as pci_address
-from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.openstack import Action, Plan
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.protocol import Action, Plan
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.nova.pci_inventory import ONE_TIME_USE  # the trait Nova puts on a one-time-use device
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci.reset import BLOCKED, NO_RESET, return_command
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import datetime
 import time
 
-from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.openstack import Action, Plan, sdk_exceptions
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.openstack import sdk_exceptions
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.protocol import Action, Plan
 # The exemption rule (and its time parsing) is shared with os_compute_drain.
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.ops.server_exemption import exemption, iso, parse_time  # noqa: F401 (parse_time: tests)
 
