@@ -6,8 +6,8 @@ plan, a ``Plan`` is what a resource's pure ``make_plan`` answers, and ``DONE_KEY
 something was written.
 
 Pure, with no SDK import: the logic a filter plugin shares with a module (ops/pci_return.py) builds plans with them,
-and a filter plugin is loaded in every task worker (tests/unit/test_plugin_import_cost.py). The modules get them
-through cloud/openstack.py, which runs the protocol.
+and a filter plugin is loaded in the task worker of each task that calls it (tests/unit/test_plugin_import_cost.py).
+Each resource's module_utils imports them from here; cloud/openstack.py runs the protocol.
 """
 
 from __future__ import annotations

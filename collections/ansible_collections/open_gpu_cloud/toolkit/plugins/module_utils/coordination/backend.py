@@ -361,8 +361,9 @@ class EtcdBackend:
     ``<prefix>/stopped``; leases are etcd's own."""
 
     def __init__(self, settings, shown, connect_timeout=10, read_timeout=30, clock=time.time):
-        # Imported here, not with this file: the filters that check the URL (parse_url) load this file in every task
-        # worker, and etcd3gw brings requests with it (tests/unit/test_plugin_import_cost.py).
+        # Imported here, not with this file: the filter that checks the URL (parse_url) loads this file in the task
+        # worker of each task that calls it, and etcd3gw brings requests with it
+        # (tests/unit/test_plugin_import_cost.py).
         try:
             import etcd3gw
             from etcd3gw import exceptions as etcd_errors
