@@ -14,6 +14,8 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
+import runpy
 import subprocess
 import sys
 
@@ -55,3 +57,38 @@ def test_no_filter_or_lookup_imports_a_client_library():
     found = {path: clients for path, clients in found.items() if clients}
     assert not found, (f"these plugins import client libraries, which every task worker pays for: {found}; import the "
                        "client where a module or action plugin uses it, not in logic a filter shares")
+
+
+# Where the project's Ansible content and the tests' playbooks live.
+CONTENT_FILES = sorted(
+    path for pattern in ("site.yml", "playbooks/**/*.yml", "roles/**/*.yml", "roles/**/*.j2", "templates/**/*",
+                         "group_vars/**/*.yml", "inventory/**/*.yml", "molecule/**/*.yml", "molecule/**/*.py",
+                         "tests/**/*.yml", "tests/**/*.py", "scripts/**/*.py", "docs/**/*.md", "README.md",
+                         "collections/ansible_collections/open_gpu_cloud/toolkit/plugins/modules/*.py")
+    for path in glob.glob(os.path.join(ROOT, pattern), recursive=True)
+    if os.path.isfile(path) and "/tests/output/" not in path)
+
+
+def _collection_filter_names():
+    names = set()
+    for path in glob.glob(os.path.join(COLLECTION, "plugins", "filter", "*.py")):
+        module = runpy.run_path(path)
+        names.update(module["FilterModule"]().filters())
+    return names
+
+
+def test_the_project_calls_every_filter_of_the_collection_by_full_name():
+    """Without short-name adapters a short name fails the task that uses it: after a ``|``, or as the filter a
+    ``map``/``select``/``reject`` applies."""
+    names = _collection_filter_names()
+    assert len(names) > 40
+    either = "|".join(sorted(names, key=len, reverse=True))
+    short = re.compile(rf"\|\s*({either})\b|\b(?:map|select|reject)\(\s*['\"]({either})['\"]")
+    found = []
+    for path in CONTENT_FILES:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle, 1):
+                if short.search(line):
+                    found.append(f"{os.path.relpath(path, ROOT)}:{number}: {line.strip()}")
+    assert len(CONTENT_FILES) > 300
+    assert not found, "a filter called by its short name (call it open_gpu_cloud.toolkit.<filter>):\n" + "\n".join(found)
