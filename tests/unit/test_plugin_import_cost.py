@@ -15,11 +15,10 @@ import glob
 import json
 import os
 import re
-import runpy
 import subprocess
 import sys
 
-from ogc_testlib import COLLECTION, ROOT, SCRIPT_ENV
+from ogc_testlib import COLLECTION, ROOT, SCRIPT_ENV, collection_plugin
 
 # The client libraries (and what they pull in) that no filter or lookup may load.
 CLIENTS = ("openstack", "keystoneauth1", "etcd3gw", "requests", "urllib3")
@@ -74,8 +73,7 @@ CONTENT_FILES = sorted(
 def _collection_filter_names():
     names = set()
     for path in glob.glob(os.path.join(COLLECTION, "plugins", "filter", "*.py")):
-        module = runpy.run_path(path)
-        names.update(module["FilterModule"]().filters())
+        names.update(collection_plugin("filter", os.path.basename(path)[:-3]).FilterModule().filters())
     return names
 
 
