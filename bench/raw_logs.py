@@ -6,10 +6,16 @@ output of a run goes to
     ${OGC_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/open-gpu-cloud}/bench/<name>/<UTC time>-<commit>/
 
 so that a figure quoted in a README can be traced back to its run on the machine that made it.
+
+The benchmarks in Python import it; a shell script (bench/site/run.sh) and the tests run it:
+
+    python bench/raw_logs.py NAME      # creates and prints a new run directory of benchmark NAME
+    python bench/raw_logs.py --cache   # prints the cache directory
 """
 
 import os
 import subprocess
+import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -44,3 +50,13 @@ def run_dir(name, repo=ROOT):
         raise SystemExit(f"bench: raw logs would go to {path}, inside the checkout; set OGC_CACHE_DIR elsewhere")
     os.makedirs(path, exist_ok=True)
     return path
+
+
+def main(argv):
+    if len(argv) != 1 or argv[0] in ("-h", "--help"):
+        raise SystemExit("usage: raw_logs.py NAME | --cache")
+    print(cache_dir() if argv[0] == "--cache" else run_dir(argv[0]))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -11,7 +11,7 @@ cd "$root"
 scripts/bootstrap.sh
 scripts/testcloud.sh stop --dir .demo/cloud >/dev/null 2>&1 || true
 rm -rf .demo
-logdir=$("$root/.venv/bin/python" -c 'import sys; sys.path.insert(0, sys.argv[1]); import raw_logs; print(raw_logs.run_dir("site"))' "$root/bench")
+logdir=$("$root/.venv/bin/python" "$root/bench/raw_logs.py" site)
 for run in first no-op; do
   start=$(date +%s.%N)
   ANSIBLE_NOCOLOR=1 scripts/demo.sh > "$logdir/$run.log" 2>&1 || { echo "$run run failed: $logdir/$run.log" >&2; exit 1; }
