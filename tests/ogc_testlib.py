@@ -1,15 +1,19 @@
-"""Helpers shared by the tests: the repo's paths, loading its modules and filters by file path, and the
-handle on a running test cloud."""
+"""Helpers shared by the tests: the repo's paths, loading its modules and filters, the one way every test runs
+ansible-playbook (``run_playbook``, ``start_playbook``) and reads what it printed, the sandbox host's reboot stand-in,
+and the handle on a running test cloud."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import os
+import pathlib
 import re
 import subprocess
 import sys
 import time
+
+import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "fixtures", "hosts")
@@ -30,6 +34,142 @@ ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbo
 RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 
+def ansible_env(base=None, **overrides):
+    """The environment every test runs an Ansible command in: BASE (this process's environment by default) with the
+    project's ansible.cfg, no colour, and the toolkit venv's programs first on PATH; then OVERRIDES (a value of None
+    removes the variable)."""
+    env = dict(os.environ if base is None else base)
+    env.update(ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+               PATH=os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", ""))
+    for name, value in overrides.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return env
+
+
+def run_playbook(*args, env=None, cwd=ROOT, timeout=600, prefix=(), merge=False, stdout=subprocess.PIPE):
+    """``ansible-playbook ARGS`` (the toolkit venv's), run to its end: a subprocess.CompletedProcess with text output.
+
+    env: the whole environment (``ansible_env()`` by default); cwd: where it runs (the checkout by default);
+    prefix: argv run in front of it (``unshare ...``, a read-only mount); merge: stderr into stdout, in the order
+    written (where a test reads a failure's message beside the task output); stdout: an open log file instead of
+    the captured text (stderr goes there too). Past TIMEOUT seconds it is killed and subprocess.TimeoutExpired
+    raised."""
+    merge = merge or stdout is not subprocess.PIPE
+    return subprocess.run([*prefix, ANSIBLE_PLAYBOOK, *map(str, args)], cwd=str(cwd),
+                          env=ansible_env() if env is None else env, timeout=timeout, check=False, text=True,
+                          stdout=stdout, stderr=subprocess.STDOUT if merge else subprocess.PIPE)
+
+
+def start_playbook(*args, env=None, cwd=ROOT, prefix=(), stdout=subprocess.PIPE, own_group=False):
+    """``ansible-playbook ARGS`` started in the background: the subprocess.Popen, stderr into STDOUT (a pipe, or an
+    open log file); own_group: in a process group of its own (what a kill takes down whole)."""
+    return subprocess.Popen([*prefix, ANSIBLE_PLAYBOOK, *map(str, args)],  # pylint: disable=consider-using-with
+                            cwd=str(cwd), env=ansible_env() if env is None else env, stdout=stdout,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=own_group)
+
+
+def output(proc):
+    """What a run printed: stdout, then stderr (empty when it was merged into stdout)."""
+    return proc.stdout + (proc.stderr or "")
+
+
+def words(text):
+    """TEXT with runs of whitespace folded to one space: the YAML callback wraps long messages."""
+    return " ".join(text.split())
+
+
+def json_report(stdout):
+    """The document of the ansible.posix.json stdout callback in STDOUT: the first line that opens with ``{`` and
+    what follows (ansible.cfg's aggregate callbacks may print around it); None when there is none."""
+    start = re.search(r"^\{", stdout, re.M)
+    if start is None:
+        return None
+    try:
+        return json.JSONDecoder().raw_decode(stdout[start.start():])[0]
+    except ValueError:
+        return None
+
+
+def reboot_standin(fixture, root):
+    """The argv of a sandbox host's reboot (passthrough_host_reboot_command) in a test: scripts/simulate_reboot.py
+    boots FIXTURE's hardware with the configuration under ROOT. It imports the checkout's collection, so it runs with
+    that on PYTHONPATH. (Inventories say the same in their own terms: the demo's ``demo_reboot_standin``.)"""
+    return [*WITH_COLLECTION, sys.executable, os.path.join(ROOT, "scripts", "simulate_reboot.py"), str(fixture), str(root)]
+
+
+# A host the tests run on this machine: the local connection, the interpreter that runs ansible-playbook.
+LOCAL_HOST = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}
+
+
+def write_inventory(path, gpu_hosts, all_vars=None, groups=None, hosts=None, local=True):
+    """The one way a test writes an inventory: PATH (YAML; JSON when it ends in .json) with the GPU hosts
+    ``{name: variables}`` in ``gpu_hosts``, other groups ``{group: {host: variables}}``, hosts in no group
+    ``{name: variables}`` and ALL_VARS for every host (an empty group is left out). local: every host runs on this machine (LOCAL_HOST in ALL_VARS);
+    without it only the hosts that say so do (a deploy host beside GPU hosts that are only names). Returns PATH."""
+    path = pathlib.Path(path)
+    children = {"gpu_hosts": {"hosts": dict(gpu_hosts)}} if gpu_hosts else {}
+    children.update({group: {"hosts": dict(members)} for group, members in (groups or {}).items()})
+    inventory = {"all": {"children": children} if children else {}}
+    if hosts:
+        inventory["all"]["hosts"] = dict(hosts)
+    variables = dict(LOCAL_HOST if local else {}, **(all_vars or {}))
+    if variables:
+        inventory["all"]["vars"] = variables
+    path.write_text(json.dumps(inventory, indent=1) if path.suffix == ".json" else yaml.safe_dump(inventory),
+                    encoding="utf-8")
+    return path
+
+
+def sandbox_host(root, plan_dir, **variables):
+    """The variables of a GPU host simulated in the sandbox ROOT (its sys/ and proc/ as scripts/mock_sysfs.py builds
+    them): the plan role reads the hardware there and keeps the plan in PLAN_DIR; VARIABLES on top."""
+    return {"passthrough_sysfs_root": f"{root}/sys", "passthrough_procfs_root": f"{root}/proc",
+            "passthrough_plan_dir": str(plan_dir), **variables}
+
+
+def sandbox_host_tools(root, calls, fixture, wrap=None):
+    """The host role's tools on a sandbox host, as the tests run them: update-grub by the boot-config stand-in
+    (scripts/simulate_boot_config.py: grub.cfg under ROOT from its GRUB files), update-initramfs recorded
+    (scripts/record_command.py), both logged in CALLS, and the reboot by its stand-in (FIXTURE booted:
+    reboot_standin). WRAP(tool name): an argv put in front of each (a fault injector), none by default."""
+    wrap = wrap or (lambda _name: [])
+    scripts = os.path.join(ROOT, "scripts")
+    return {
+        "passthrough_host_root": str(root),
+        "passthrough_host_os_family": "Debian",
+        "passthrough_host_allow_reboot": True,
+        "passthrough_host_boot_config_command": wrap("update-grub") + [
+            sys.executable, os.path.join(scripts, "simulate_boot_config.py"), str(calls), str(root), "update-grub"],
+        "passthrough_host_initramfs_command": wrap("update-initramfs") + [
+            sys.executable, os.path.join(scripts, "record_command.py"), str(calls), "update-initramfs", "-u", "-k", "all"],
+        "passthrough_host_reboot_command": wrap("reboot") + reboot_standin(fixture, root),
+    }
+
+
+def configured_host(root, plan_dir, name, fixture="seed-v100", policy=None, database=None, edit=None):
+    """A GPU host as the host phase leaves it, simulated in the sandbox ROOT: FIXTURE's hardware (fixtures/hosts,
+    changed by EDIT(fixture) first), planned under POLICY, its planned devices on vfio-pci, and its plan file
+    PLAN_DIR/NAME.json as the plan role writes it. DATABASE: the PCI ID database discovery names devices from
+    (none by default). Returns the plan."""
+    mock_sysfs = load_source("mock_sysfs", os.path.join("scripts", "mock_sysfs.py"))
+    facts_module = collection_module("pci_passthrough_facts")
+    planner = collection_plugin("filter", "passthrough_plan")
+    spec = mock_sysfs.load_fixture(os.path.join(FIXTURES, f"{fixture}.yml"))
+    if edit:
+        edit(spec)
+    root, plan_dir = str(root), pathlib.Path(plan_dir)
+    mock_sysfs.build_tree(spec, root)
+    plan = planner.passthrough_plan(facts_module.discover(f"{root}/sys", f"{root}/proc", database), policy or {}, name)
+    mock_sysfs.build_tree(spec, root, drivers={address: "vfio-pci" for address in plan["vfio_devices"]})
+    plan_dir.mkdir(exist_ok=True)
+    facts = facts_module.discover(f"{root}/sys", f"{root}/proc", database)
+    (plan_dir / f"{name}.json").write_text(json.dumps(planner.plan_record(plan, facts, policy or {})))
+    return plan
+
+
 def recap(out):
     """{host: {ok, changed, unreachable, failed}} from the PLAY RECAP of ansible-playbook's output."""
     return {m.group(1): {"ok": int(m.group(2)), "changed": int(m.group(3)), "unreachable": int(m.group(4)),
@@ -40,7 +180,7 @@ def openstack_python() -> str:
     """The OpenStack services venv's Python (scripts/openstack-venv.sh builds the venv when it is missing or stale,
     or waits for the build under way)."""
     venv = subprocess.run([os.path.join(ROOT, "scripts", "openstack-venv.sh")], check=True, capture_output=True,
-                          text=True).stdout.strip().splitlines()[-1]
+                          text=True, timeout=1800).stdout.strip().splitlines()[-1]
     return os.path.join(venv, "bin", "python")
 
 
@@ -98,23 +238,18 @@ class TestCloudHandle:
         return openstack.connection.Connection(config=config.get_one(cloud="ogc-test", **kwargs))
 
     def env(self):
-        env = dict(os.environ)
-        env.update(ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), OS_CLIENT_CONFIG_FILE=self.clouds_yaml,
-                   ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_NOCOLOR="1",
-                   ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false")
-        env.pop("OS_CLOUD", None)
-        return env
+        """The environment of a playbook run against this cloud: its clouds.yaml, the json stdout callback."""
+        return ansible_env(OS_CLIENT_CONFIG_FILE=self.clouds_yaml, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+                           ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false", OS_CLOUD=None)
 
     def _run(self, path, *args):
         """Run ansible-playbook; returns (rc, [localhost task results in order], {name: result}, stdout)."""
         import pytest  # pylint: disable=import-outside-toplevel
 
-        proc = subprocess.run([ANSIBLE_PLAYBOOK, path, *args], capture_output=True, text=True, check=False,
-                              cwd=ROOT, env=self.env(), timeout=600)
-        try:
-            # The JSON document comes first; other callbacks (e.g. ogc_changes) may print after it.
-            out, _end = json.JSONDecoder().raw_decode(proc.stdout.lstrip())
-        except ValueError:
+        proc = run_playbook(path, *args, env=self.env())
+        # The JSON document comes first; other callbacks (e.g. ogc_changes) may print after it.
+        out = json_report(proc.stdout)
+        if out is None:
             pytest.fail(f"ansible-playbook printed no JSON (rc {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
         ordered, by_name = [], {}
         for play in out["plays"]:

@@ -45,6 +45,10 @@ import uuid
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The tests' shared library (tests/ogc_testlib.py): how every test runs ansible-playbook. This file is also run as a
+# script (scripts/test.sh's prebuild, bench/gpu_image), where pytest does not put tests/ on the path.
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+import ogc_testlib  # noqa: E402  pylint: disable=wrong-import-position
 IMAGE_NAME = "debian-12-nvidia"
 BUILDER = "ogc-image-builder"
 DEMO_OPS = os.path.join(ROOT, "inventory", "demo", "group_vars", "all", "ops.yml")
@@ -160,8 +164,8 @@ def cache_key(variables: dict) -> str:
     return digest.hexdigest()[:16]
 
 
-def playbook(directory: str, variables: dict, *args) -> tuple[list, dict]:
-    """(argv, environment) of playbooks/images.yml on the demo inventory plus this machine as the build host, with
+def playbook(directory: str, variables: dict, *args) -> list:
+    """The arguments of ansible-playbook (ogc_testlib.run_playbook) for playbooks/images.yml on the demo inventory plus this machine as the build host, with
     ``variables`` as extra variables (the inventory and the variables are written to ``directory``)."""
     inventory = os.path.join(directory, "builder.yml")
     with open(inventory, "w", encoding="utf-8") as handle:
@@ -171,12 +175,8 @@ def playbook(directory: str, variables: dict, *args) -> tuple[list, dict]:
     extra = os.path.join(directory, "vars.json")
     with open(extra, "w", encoding="utf-8") as handle:
         json.dump(variables, handle, indent=1)
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-    argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
-            os.path.join(ROOT, "playbooks", "images.yml"), "-i", os.path.join(ROOT, "inventory", "demo"),
+    return [os.path.join(ROOT, "playbooks", "images.yml"), "-i", os.path.join(ROOT, "inventory", "demo"),
             "-i", inventory, "--limit", BUILDER, "-e", f"@{extra}", *args]
-    return argv, env
 
 
 class Build:
@@ -239,19 +239,17 @@ class Build:
     def run_playbook(self, run_id: str) -> dict:
         os.makedirs(self.dir, exist_ok=True)
         number = len(self.state()["runs"]) + 1
-        argv, env = playbook(self.dir, self.variables)
+        args = playbook(self.dir, self.variables)
         stale = self.leftover_loops() + self.clear_work_dir()  # an interrupted earlier run's
         log = os.path.join(self.dir, f"playbook-{number}.log")
         built = not os.path.exists(self.image)
         load = os.getloadavg()
         started, cpu0 = time.time(), _children_cpu()
         with open(log, "w", encoding="utf-8") as out:
-            out.write(" ".join(argv) + "\n")
+            out.write("ansible-playbook " + " ".join(args) + "\n")
             out.flush()
             try:
-                proc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env, check=False,
-                                      timeout=PLAYBOOK_TIMEOUT)
-                rc = proc.returncode
+                rc = ogc_testlib.run_playbook(*args, stdout=out, timeout=PLAYBOOK_TIMEOUT).returncode
             except subprocess.TimeoutExpired:
                 rc = 124
         wall = time.time() - started

@@ -16,7 +16,7 @@ import sys
 import pytest
 import yaml
 
-from ogc_testlib import COLLECTION, recap
+from ogc_testlib import COLLECTION, recap, run_playbook
 
 pytestmark = pytest.mark.integration
 
@@ -55,6 +55,13 @@ def run(argv, cwd, env, timeout=300):
     return proc.stdout
 
 
+def playbook(cwd, env, *args):
+    """ansible-playbook ARGS in the installed project's environment (ENV, the whole of it: nothing of the checkout's)."""
+    proc = run_playbook(*args, cwd=cwd, env=env, timeout=300)
+    assert proc.returncode == 0, f"ansible-playbook {' '.join(args)}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
 def marked(out, mark):
     line = next(line for line in out.splitlines() if f"{mark} " in line)
     return line.split(f"{mark} ", 1)[1].strip().strip('"').replace('\\"', '"')
@@ -85,8 +92,8 @@ def test_the_built_collection_installs_and_runs_outside_the_repository(tmp_path,
     assert not (root / "tests" / "output").exists()
 
     (tmp_path / "play.yml").write_text(yaml.safe_dump(PLAYBOOK, sort_keys=False))
-    out = run([os.path.join(BIN, "ansible-playbook"), "-i", "localhost,", "-c", "local",
-               "-e", f"ansible_python_interpreter={sys.executable}", "play.yml"], tmp_path, env)
+    out = playbook(tmp_path, env, "-i", "localhost,", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}",
+                   "play.yml")
     assert json.loads(marked(out, "PROPERTIES")) == {"hw_maxphysaddr_mode": "emulate", "hw_maxphysaddr_bits": 41}
     problems = json.loads(marked(out, "PROBLEMS"))
     assert problems and all("image x" in problem for problem in problems)
@@ -120,14 +127,14 @@ def test_the_installed_roles_and_modules_run_against_a_sandbox_host_and_the_test
     ]
     (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
     (tmp_path / "play.yml").write_text(yaml.safe_dump(plays, sort_keys=False))
-    command = [os.path.join(BIN, "ansible-playbook"), "-i", "inventory.yml", "-i", "localhost,", "-c", "local",
-               "-e", f"ansible_python_interpreter={sys.executable}", "play.yml"]
-    out = run(command, tmp_path, env)
+    command = ["-i", "inventory.yml", "-i", "localhost,", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}",
+               "play.yml"]
+    out = playbook(tmp_path, env, *command)
     plan = json.loads((tmp_path / "plans" / "seed.json").read_text())["plan"]
     assert [gpu["address"] for gpu in plan["selected"]] == ["0000:27:00.0", "0000:44:00.0", "0000:a3:00.0",
                                                            "0000:c3:00.0"], out
     flavor = testcloud.connect().compute.find_flavor("it_installed_gpu")
     assert flavor is not None and flavor.extra_specs == {"pci_passthrough:alias": "tesla-v100:1"}, out
     # A second run finds both as declared.
-    again = recap(run(command, tmp_path, env))
+    again = recap(playbook(tmp_path, env, *command))
     assert {host: counts["changed"] for host, counts in again.items()} == {"seed": 0, "localhost": 0}, again

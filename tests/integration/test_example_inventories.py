@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import yaml
 
-from ogc_testlib import ROOT
+from ogc_testlib import ROOT, ansible_env, run_playbook, write_inventory
 
 pytestmark = pytest.mark.integration
 
@@ -21,9 +21,9 @@ EXAMPLES = {
 }
 
 
-def ansible(*argv):
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
-    return subprocess.run(list(argv), capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, check=False)
+def ansible_inventory(*args):
+    return subprocess.run(["ansible-inventory", *args], capture_output=True, text=True, env=ansible_env(), cwd=ROOT,
+                          timeout=300, check=False)
 
 
 def load(path):
@@ -34,11 +34,11 @@ def load(path):
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_inventory_loads_and_site_passes_syntax_check(name):
     inv = os.path.join(ROOT, "inventory", name)
-    proc = ansible("ansible-inventory", "-i", inv, "--list")
+    proc = ansible_inventory("-i", inv, "--list")
     assert proc.returncode == 0, proc.stderr
     groups = json.loads(proc.stdout)
     assert set(EXAMPLES[name]) == set(groups["gpu_hosts"]["hosts"])
-    proc = ansible("ansible-playbook", "-i", inv, "site.yml", "--syntax-check")
+    proc = run_playbook("-i", inv, "site.yml", "--syntax-check", timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -76,12 +76,12 @@ def planned_and_rendered(request, fixture_host, tmp_path_factory):
         hosts[host] = dict(local, passthrough_sysfs_root=os.path.join(root, "sys"),
                            passthrough_procfs_root=os.path.join(root, "proc"), passthrough_plan_dir=str(work / "plans"))
     hosts["localhost"] = dict(local, nova_pci_config_node_custom_config=str(work / "config"))
-    overlay = work / "simulated.yml"
-    overlay.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
+    # Host variables, over what the example's group_vars say (the connection included): no group, no variables of all.
+    overlay = write_inventory(work / "simulated.yml", {}, hosts=hosts, local=False)
     inv = os.path.join(ROOT, "inventory", name)
     runs = {}
     for playbook in ("plan.yml", "nova.yml"):
-        proc = ansible("ansible-playbook", "-i", inv, "-i", str(overlay), os.path.join("playbooks", playbook))
+        proc = run_playbook("-i", inv, "-i", overlay, os.path.join("playbooks", playbook), timeout=300)
         runs[playbook] = proc
         assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-2000:]
     plans = {host: load(work / "plans" / f"{host}.json")["plan"] for host in EXAMPLES[name]}

@@ -6,13 +6,10 @@ second time change nothing. The same tool measures the 24-host fleet (bench/flee
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
-import yaml
 
-from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, load_source
+from ogc_testlib import ROOT, ansible_env, load_source, output, run_playbook, words, write_inventory
 
 pytestmark = pytest.mark.integration
 
@@ -40,15 +37,11 @@ def test_the_cloud_phase_refuses_a_slice(tmp_path):
     plans.mkdir()
     for host in ("gpu-001", "gpu-002"):
         (plans / f"{host}.json").write_text("{}")
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"children": {"gpu_hosts": {"hosts": {"gpu-001": {}}}}, "vars": {
-        "passthrough_plan_dir": str(plans), "ansible_connection": "local", "cloud_name": "nowhere",
-        "ansible_python_interpreter": sys.executable}}}))
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               OS_CLIENT_CONFIG_FILE=str(tmp_path / "absent-clouds.yaml"))
-    proc = subprocess.run([ANSIBLE_PLAYBOOK, os.path.join(ROOT, "playbooks", "cloud.yml"), "-i", str(inventory)],
-                          capture_output=True, text=True, check=False, cwd=ROOT, env=env, timeout=300)
-    out = " ".join((proc.stdout + proc.stderr).split())
+    inventory = write_inventory(tmp_path / "hosts.yml", {"gpu-001": {}},
+                                {"passthrough_plan_dir": str(plans), "cloud_name": "nowhere"})
+    proc = run_playbook(os.path.join(ROOT, "playbooks", "cloud.yml"), "-i", inventory, timeout=300,
+                        env=ansible_env(OS_CLIENT_CONFIG_FILE=str(tmp_path / "absent-clouds.yaml")))
+    out = words(output(proc))
     assert proc.returncode != 0
     assert ("cloud_resources: the cloud's flavors, images and quotas are one set for the whole cloud, and slices "
             "side by side would race creating the same flavors and images, so the cloud phase cannot run per slice. "

@@ -6,16 +6,13 @@ batch, and a slice's failed canary stops the other slice."""
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
 import time
 
 import pytest
 import yaml
 
-from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, load_source
+from ogc_testlib import ROOT, ansible_env, load_source, output, run_playbook, start_playbook
 
 pytestmark = pytest.mark.integration
 
@@ -30,34 +27,21 @@ PLAYBOOK = os.path.join(ROOT, "tests", "helpers", "fleet", "plan_host.yml")
 
 
 def run(inventory, *args):
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run([ANSIBLE_PLAYBOOK, PLAYBOOK, "-i", inventory, *args], capture_output=True, text=True,
-                          check=False, cwd=ROOT, env=env, timeout=900)
-    return proc.returncode, proc.stdout + proc.stderr
+    proc = run_playbook(PLAYBOOK, "-i", inventory, *args, timeout=900)
+    return proc.returncode, output(proc)
 
 
 def sliced(directory, count, parts, **options):
     """One simulated fleet of ``count`` hosts, cut into inventories of the host names in ``parts``, as AWX job slicing
     cuts it: each slice holds its own hosts but the same group_vars (the same state, plans and reboot slots)."""
     inventory = fleet.build(count, directory, **options)
-    with open(os.path.join(inventory, "hosts.yml"), encoding="utf-8") as handle:
-        hosts = yaml.safe_load(handle)["all"]["children"]["gpu_hosts"]["hosts"]
-    slices = []
-    for number, names in enumerate(parts, 1):
-        path = os.path.join(directory, f"slice-{number}")
-        shutil.copytree(os.path.join(inventory, "group_vars"), os.path.join(path, "group_vars"))
-        with open(os.path.join(path, "hosts.yml"), "w", encoding="utf-8") as handle:
-            yaml.safe_dump({"all": {"children": {"gpu_hosts": {"hosts": {n: hosts[n] for n in names}}}}}, handle)
-        slices.append(path)
-    return slices
+    return fleet.cut(inventory, parts, [os.path.join(directory, f"slice-{number}") for number in range(1, len(parts) + 1)])
 
 
 def start(inventory, log):
     """ansible-playbook on one slice in the background, its output (unbuffered) in ``log``."""
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1", PYTHONUNBUFFERED="1")
     with open(log, "w", encoding="utf-8") as handle:
-        return subprocess.Popen([ANSIBLE_PLAYBOOK, PLAYBOOK, "-i", inventory], stdout=handle, stderr=subprocess.STDOUT,
-                                cwd=ROOT, env=env)
+        return start_playbook(PLAYBOOK, "-i", inventory, stdout=handle, env=ansible_env(PYTHONUNBUFFERED="1"))
 
 
 def finish(proc, log):

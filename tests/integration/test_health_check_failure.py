@@ -4,13 +4,11 @@ not healthy (ogc_gpu_health_ok 0, the failure counted as an alert) instead of ke
 from __future__ import annotations
 
 import os
-import subprocess
 
 import pytest
-import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from ogc_testlib import FIXTURES, ROOT, load_source
+from ogc_testlib import FIXTURES, ROOT, load_source, output, run_playbook, sandbox_host, words, write_inventory
 
 pytestmark = pytest.mark.integration
 mock_sysfs = load_source("mock_sysfs", "scripts/mock_sysfs.py")
@@ -28,18 +26,11 @@ def test_a_check_that_cannot_run_turns_the_health_gauge_off(tmp_path):
     # What the last good check wrote.
     (textfile / "ogc_gpu.prom").write_text("ogc_gpu_health_ok 1\nogc_gpu_health_alerts 0\n"
                                            "ogc_gpu_health_last_run_timestamp_seconds 1700000000\n")
-    inventory = tmp_path / "inventory.yml"
-    inventory.write_text(yaml.safe_dump({"all": {
-        "vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-                 "health_check_nova": False},
-        "children": {"gpu_hosts": {"hosts": {"seed": {
-            "passthrough_sysfs_root": str(root / "sys"), "passthrough_procfs_root": str(root / "proc"),
-            "passthrough_plan_dir": str(tmp_path / "plans"),          # no plan file there: the check cannot run
-            "gpu_health_metrics_dir": str(textfile)}}}}}}))
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run(["ansible-playbook", "-i", str(inventory), os.path.join(ROOT, "playbooks", "health.yml")],
-                          capture_output=True, text=True, env=env, timeout=300, cwd=ROOT, check=False)
-    out = " ".join((proc.stdout + proc.stderr).split())
+    # No plan file in the plan directory: the check cannot run.
+    inventory = write_inventory(tmp_path / "inventory.yml", {
+        "seed": sandbox_host(root, tmp_path / "plans", gpu_health_metrics_dir=str(textfile))}, {"health_check_nova": False})
+    proc = run_playbook("-i", inventory, os.path.join(ROOT, "playbooks", "health.yml"), timeout=300)
+    out = words(output(proc))
     assert proc.returncode != 0 and "no plan file" in out and "seed" in out, out[-3000:]
     got = samples((textfile / "ogc_gpu.prom").read_text())
     assert got["ogc_gpu_health_ok"] == 0 and got["ogc_gpu_health_alerts"] == 1

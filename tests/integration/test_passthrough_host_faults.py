@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ogc_testlib import SCRIPT_ENV, WITH_COLLECTION
+from ogc_testlib import (SCRIPT_ENV, ansible_env, json_report, reboot_standin, run_playbook, sandbox_host, sandbox_host_tools,
+                         write_inventory)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 from etcd_server import EtcdServer  # noqa: E402  pylint: disable=wrong-import-position
@@ -194,21 +195,9 @@ def run(tmp_path_factory, bmc, etcd):
         fixture_path.write_text(yaml.safe_dump(fix))
         subprocess.run([PY, str(REPO / "scripts" / "mock_sysfs.py"), "build", str(fixture_path), str(root)], check=True,
                        env=SCRIPT_ENV)
-        record = [PY, str(REPO / "scripts" / "record_command.py"), str(state / "calls.jsonl")]
-        boot_config = [PY, str(REPO / "scripts" / "simulate_boot_config.py"), str(state / "calls.jsonl"), str(root)]
-        hostvars = {
-            "passthrough_host_root": str(root),
-            # The plan role runs first (as in site.yml) and writes the plan the host role loads.
-            "passthrough_sysfs_root": str(root / "sys"),
-            "passthrough_procfs_root": str(root / "proc"),
-            "passthrough_plan_dir": str(base / "plans"),
-            "passthrough_show_report": False,
-            "passthrough_host_os_family": "Debian",
-            "passthrough_host_allow_reboot": True,
-            "passthrough_host_boot_config_command": boot_config + ["update-grub"],
-            "passthrough_host_initramfs_command": record + ["update-initramfs", "-u", "-k", "all"],
-            "passthrough_host_reboot_command": [*WITH_COLLECTION, PY, str(REPO / "scripts" / "simulate_reboot.py"), str(fixture_path), str(root)],
-        }
+        # The plan role runs first (as in site.yml) and writes the plan the host role loads.
+        hostvars = sandbox_host(root, base / "plans", passthrough_show_report=False,
+                                **sandbox_host_tools(root, state / "calls.jsonl", fixture_path))
         if name.startswith("bmc-"):
             hostvars.update(passthrough_host_bmc_address=bmc, passthrough_host_bmc_username="ogc-admin",
                             passthrough_host_bmc_password="right-password", passthrough_host_bmc_validate_certs=False,
@@ -219,8 +208,7 @@ def run(tmp_path_factory, bmc, etcd):
         if hostvars["passthrough_host_reboot_command"] == "AS-SEED":
             after = base / (safe + "-after-reboot.yml")
             after.write_text(yaml.safe_dump(fixture("seed-v100")))
-            hostvars["passthrough_host_reboot_command"] = [*WITH_COLLECTION, PY, str(REPO / "scripts" / "simulate_reboot.py"), str(after),
-                                                           str(root)]
+            hostvars["passthrough_host_reboot_command"] = reboot_standin(after, root)
         if hostvars["passthrough_host_reboot_command"] == "NO-EFFECT":
             hostvars["passthrough_host_reboot_command"] = [
                 "sh", "-c", 'mkdir -p "$1/proc/sys/kernel/random" && '
@@ -242,14 +230,11 @@ def run(tmp_path_factory, bmc, etcd):
     lib.mkdir(parents=True)
     os.symlink("passthrough_host.real", lib / "passthrough_host.json")
 
-    def write_inventory():
+    def save_inventory():
         # No fleet-wide slots: every host of the waves' play runs at once, to its own end (no serial, no stop).
-        inventory = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": PY,
-                                      "passthrough_rollout_coordination_url": ""},
-                             "children": {"gpu_hosts": {"hosts": hosts}}}}
-        (base / "inventory.yml").write_text(yaml.safe_dump(inventory))
+        write_inventory(base / "inventory.yml", hosts, {"passthrough_rollout_coordination_url": ""})
 
-    write_inventory()
+    save_inventory()
     playbook = base / "play.yml"
     # As playbooks/host.yml (after plan.yml): the first play checks the rollout's variables, configures every host and
     # leaves the reboots to the waves; the second reboots, verifies and plans again. Without serial and
@@ -268,17 +253,14 @@ def run(tmp_path_factory, bmc, etcd):
          "post_tasks": [plan]},
         {"name": "Faults in the waves", "hosts": "{{ groups['passthrough_rollout_wave'] | default([]) }}",
          "gather_facts": False, "roles": [{"role": "open_gpu_cloud.toolkit.passthrough_rollout"}], "post_tasks": [replan]}]))
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-               ANSIBLE_ROLES_PATH=str(REPO / "roles"),
-               ANSIBLE_PIPELINING="True", ANSIBLE_FORKS="12")
+    env = ansible_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_ROLES_PATH=str(REPO / "roles"),
+                      ANSIBLE_PIPELINING="True", ANSIBLE_FORKS="12")
 
     def play(*extra):
-        proc = subprocess.run([str(Path(PY).with_name("ansible-playbook")), "-i", str(base / "inventory.yml"),
-                               str(playbook)] + list(extra), cwd=base, env=env, capture_output=True, text=True,
-                              timeout=900)
+        proc = run_playbook("-i", base / "inventory.yml", playbook, *extra, cwd=base, env=env, timeout=900)
         # The json callback's document; ansible.cfg's aggregate callbacks may print around it.
-        assert "{\n" in proc.stdout, f"ansible-playbook printed no JSON (rc {proc.returncode}): {proc.stderr[-3000:]}"
-        report, _ = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{\n"):])
+        report = json_report(proc.stdout)
+        assert report is not None, f"ansible-playbook printed no JSON (rc {proc.returncode}): {proc.stderr[-3000:]}"
         failures = {}
         changed = {}
         for play_report in report["plays"]:
@@ -323,7 +305,7 @@ def run(tmp_path_factory, bmc, etcd):
         new_name = ADVICE[name](Ctx(base, name, hosts, bmc, etcd.url))
         advised[name] = new_name if isinstance(new_name, str) else name  # a renamed host
         reboots_before[advised[name]] = simulated_reboots(root_path(base, name))
-    write_inventory()
+    save_inventory()
     # A host pointed at a coordination service runs apart: the waves' play here has no serial, so its whole batch
     # would ask for one wave's slots.
     apart = [n for n in advised.values() if hosts[n].get("passthrough_rollout_coordination_url")]
@@ -380,8 +362,7 @@ class Ctx:
         fix = yaml.safe_load(self.fixture.read_text())
         change(fix)
         self.fixture.write_text(yaml.safe_dump(fix))
-        subprocess.run([*WITH_COLLECTION, PY, str(REPO / "scripts" / "simulate_reboot.py"), str(self.fixture), str(self.root)],
-                       check=True)
+        subprocess.run(reboot_standin(self.fixture, self.root), check=True)
 
     def grub(self, text):
         path = self.root / "etc/default/grub"
@@ -402,8 +383,7 @@ SEED_GRUB = yaml.safe_load((REPO / "fixtures" / "hosts" / "seed-v100.yml").read_
 
 
 def _seed_reboot(ctx):
-    ctx.set(passthrough_host_reboot_command=[*WITH_COLLECTION, PY, str(REPO / "scripts" / "simulate_reboot.py"), str(ctx.fixture),
-                                             str(ctx.root)])
+    ctx.set(passthrough_host_reboot_command=reboot_standin(ctx.fixture, ctx.root))
 
 
 # What each refusal's message tells the operator to do, done (the message's words are checked by the tests above).

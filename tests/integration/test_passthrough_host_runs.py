@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, SCRIPT_ENV, WITH_COLLECTION
+from ogc_testlib import (ROOT, SCRIPT_ENV, ansible_env, json_report, sandbox_host, sandbox_host_tools, start_playbook,
+                         write_inventory)
 
 pytestmark = pytest.mark.integration
 
@@ -47,32 +48,16 @@ def sandbox(base: Path, tool_wrapper=None):
     subprocess.run([PY, str(REPO / "scripts" / "mock_sysfs.py"), "build", str(fixture), str(root)], check=True,
                    env=SCRIPT_ENV)
     wrap = tool_wrapper or (lambda name: [PY, str(HELPERS / "kill_points.py"), name, "--"])
-    calls = str(state / "calls.jsonl")
-    hostvars = {
-        "ansible_connection": "local", "ansible_python_interpreter": PY,
-        "passthrough_host_root": str(root),
-        "passthrough_sysfs_root": str(root / "sys"), "passthrough_procfs_root": str(root / "proc"),
-        "passthrough_plan_dir": str(base / "plans"), "passthrough_show_report": False,
-        "passthrough_host_os_family": "Debian", "passthrough_host_allow_reboot": True,
-        "passthrough_host_boot_config_command": wrap("update-grub") + [
-            PY, str(REPO / "scripts" / "simulate_boot_config.py"), calls, str(root), "update-grub"],
-        "passthrough_host_initramfs_command": wrap("update-initramfs") + [
-            PY, str(REPO / "scripts" / "record_command.py"), calls, "update-initramfs", "-u", "-k", "all"],
-        "passthrough_host_reboot_command": wrap("reboot") + [
-            *WITH_COLLECTION, PY, str(REPO / "scripts" / "simulate_reboot.py"), str(fixture), str(root)],
-    }
-    inventory = base / "inventory.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"children": {"gpu_hosts": {"hosts": {"h1": hostvars}}}}}))
-    return inventory, root
+    hostvars = sandbox_host(root, base / "plans", passthrough_show_report=False,
+                            **sandbox_host_tools(root, state / "calls.jsonl", fixture, wrap))
+    return write_inventory(base / "inventory.yml", {"h1": hostvars}), root
 
 
 def playbook(inventory, name, env=None, background=False):
     """ansible-playbook in a process group of its own (what a kill takes down whole)."""
-    full_env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_PIPELINING="True",
-                    ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", **(env or {}))
-    args = [ANSIBLE_PLAYBOOK, "-i", str(inventory), str(REPO / "playbooks" / name)]
-    proc = subprocess.Popen(args, cwd=str(inventory.parent), env=full_env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = start_playbook("-i", inventory, REPO / "playbooks" / name, cwd=inventory.parent, own_group=True,
+                          env=ansible_env(ANSIBLE_PIPELINING="True", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+                                          **(env or {})))
     if background:
         return proc
     out, _ = proc.communicate(timeout=600)
@@ -81,7 +66,7 @@ def playbook(inventory, name, env=None, background=False):
 
 def report(out):
     """The json callback's document: (stats, {task name: message} of failures)."""
-    doc, _ = json.JSONDecoder().raw_decode(out[out.index("{\n"):])
+    doc = json_report(out)
     failures = {}
     for play in doc["plays"]:
         for task in play["tasks"]:

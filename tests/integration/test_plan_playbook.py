@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import tarfile
 
 import pytest
 import yaml
 
-from ogc_testlib import PCI_IDS, ROOT, recap
+from ogc_testlib import PCI_IDS, ROOT, output, recap, run_playbook, words, write_inventory
 
 pytestmark = pytest.mark.integration
 HOSTS = {"seed": "seed-v100", "intel": "intel-pre-iommu", "twin": "console-twin"}
@@ -18,7 +17,7 @@ HOSTS = {"seed": "seed-v100", "intel": "intel-pre-iommu", "twin": "console-twin"
 PLAN_HOSTS = {**HOSTS, "shared": "shared-group"}
 
 
-def write_inventory(tmp_path, fixture_host, extra_host_vars=None, fixtures=None):
+def fixture_inventory(tmp_path, fixture_host, extra_host_vars=None, fixtures=None):
     """The fixture hosts as local hosts; their plan directory is tmp_path/plans (never the site default under /var/lib,
     group_vars/all/main.yml), and tests name it again with -e where they read it."""
     hosts = {}
@@ -26,26 +25,18 @@ def write_inventory(tmp_path, fixture_host, extra_host_vars=None, fixtures=None)
         root = fixture_host(fixture)
         hosts[host] = {"passthrough_sysfs_root": f"{root}/sys", "passthrough_procfs_root": f"{root}/proc"}
         hosts[host].update((extra_host_vars or {}).get(host, {}))
-    inventory = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-                                  "passthrough_plan_dir": str(tmp_path / "plans")},
-                         "children": {"gpu_hosts": {"hosts": hosts}}}}
-    path = tmp_path / "inventory.yml"
-    path.write_text(yaml.safe_dump(inventory))
-    return path
+    return write_inventory(tmp_path / "inventory.yml", hosts, {"passthrough_plan_dir": str(tmp_path / "plans")})
 
 
-def run_playbook(inventory, *args, playbook="plan.yml"):
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_FORCE_COLOR="0")
-    proc = subprocess.run(["ansible-playbook", "-i", str(inventory), os.path.join(ROOT, "playbooks", playbook), *args],
-                          capture_output=True, text=True, env=env, timeout=300, cwd=ROOT, check=False)
-    return proc.returncode, proc.stdout + proc.stderr
+def run(inventory, *args, playbook="plan.yml"):
+    proc = run_playbook("-i", inventory, os.path.join(ROOT, "playbooks", playbook), *args, timeout=300)
+    return proc.returncode, output(proc)
 
 
 def test_plan_files_and_report(tmp_path, fixture_host):
-    inventory = write_inventory(tmp_path, fixture_host, fixtures=PLAN_HOSTS)
+    inventory = fixture_inventory(tmp_path, fixture_host, fixtures=PLAN_HOSTS)
     plans = tmp_path / "plans"
-    rc, out = run_playbook(inventory, "-e", f"passthrough_plan_dir={plans}")
+    rc, out = run(inventory, "-e", f"passthrough_plan_dir={plans}")
     assert rc == 0, out
     seed = json.loads((plans / "seed.json").read_text())
     assert [s["address"] for s in seed["plan"]["selected"]] == ["0000:27:00.0", "0000:44:00.0", "0000:a3:00.0", "0000:c3:00.0"]
@@ -67,7 +58,7 @@ def test_plan_files_and_report(tmp_path, fixture_host):
         "ASPEED" in out
     assert os.path.realpath(seed["facts"]["pci_ids"]) == os.path.realpath(PCI_IDS)
     # A second run changes nothing.
-    rc, out = run_playbook(inventory, "-e", f"passthrough_plan_dir={plans}")
+    rc, out = run(inventory, "-e", f"passthrough_plan_dir={plans}")
     assert rc == 0, out
     assert {host: r["changed"] for host, r in recap(out).items()} == {host: 0 for host in PLAN_HOSTS}, out
 
@@ -75,7 +66,7 @@ def test_plan_files_and_report(tmp_path, fixture_host):
 def test_check_mode_writes_nothing_and_the_run_loads_its_own_plan(tmp_path, fixture_host):
     """Check mode writes no plan file (--diff shows what it would hold); the later phases of the same run load
     this run's plan record through the one loader, as a check-mode site.yml does."""
-    inventory = write_inventory(tmp_path, fixture_host)
+    inventory = fixture_inventory(tmp_path, fixture_host)
     plans = tmp_path / "plans"
     playbook = tmp_path / "plan_then_load.yml"
     playbook.write_text(yaml.safe_dump([
@@ -87,11 +78,9 @@ def test_check_mode_writes_nothing_and_the_run_loads_its_own_plan(tmp_path, fixt
                                                  "passthrough_plan_source == 'run'",
                                                  "passthrough_plan_sources == {inventory_hostname: 'run'}"]}}]},
     ]))
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
-    proc = subprocess.run(["ansible-playbook", "-i", str(inventory), str(playbook), "--check", "--diff",
-                           "-e", f"passthrough_plan_dir={plans}"], capture_output=True, text=True, env=env, timeout=300,
-                          cwd=ROOT, check=False)
-    out = proc.stdout + proc.stderr
+    proc = run_playbook("-i", inventory, playbook, "--check", "--diff", "-e", f"passthrough_plan_dir={plans}",
+                            timeout=300)
+    out = output(proc)
     assert proc.returncode == 0, out
     assert not plans.exists()
     assert f"+++ after: {plans}/seed.json" in out, out
@@ -100,9 +89,9 @@ def test_check_mode_writes_nothing_and_the_run_loads_its_own_plan(tmp_path, fixt
 
 def test_the_loader_says_it_read_the_plan_file(tmp_path, fixture_host):
     """A plan made by an earlier run is read from its file, and the loader says so (passthrough_plan_source)."""
-    inventory = write_inventory(tmp_path, fixture_host)
+    inventory = fixture_inventory(tmp_path, fixture_host)
     plans = tmp_path / "plans"
-    rc, out = run_playbook(inventory, "-e", f"passthrough_plan_dir={plans}", "-e", "passthrough_show_report=false")
+    rc, out = run(inventory, "-e", f"passthrough_plan_dir={plans}", "-e", "passthrough_show_report=false")
     assert rc == 0, out
     playbook = tmp_path / "load.yml"
     playbook.write_text(yaml.safe_dump([
@@ -115,17 +104,15 @@ def test_the_loader_says_it_read_the_plan_file(tmp_path, fixture_host):
                 "passthrough_plan_sources == {inventory_hostname: 'file'}",
                 "passthrough_plans_missing == {}"]}}]},
     ]))
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
-    proc = subprocess.run(["ansible-playbook", "-i", str(inventory), str(playbook), "-e", f"passthrough_plan_dir={plans}"],
-                          capture_output=True, text=True, env=env, timeout=300, cwd=ROOT, check=False)
-    out = proc.stdout + proc.stderr
+    proc = run_playbook("-i", inventory, playbook, "-e", f"passthrough_plan_dir={plans}", timeout=300)
+    out = output(proc)
     assert proc.returncode == 0, out
     assert {host: r["failed"] for host, r in recap(out).items()} == {host: 0 for host in HOSTS}, out
 
 
 def test_bad_policy_names_host_key_and_fix(tmp_path, fixture_host):
-    inventory = write_inventory(tmp_path, fixture_host, {"seed": {"passthrough_policy": {"exclude": ["0000:99:00.0"]}}})
-    rc, out = run_playbook(inventory, "--limit", "seed")
+    inventory = fixture_inventory(tmp_path, fixture_host, {"seed": {"passthrough_policy": {"exclude": ["0000:99:00.0"]}}})
+    rc, out = run(inventory, "--limit", "seed")
     assert rc != 0
     assert "passthrough_plan: host seed: passthrough_policy.exclude names 0000:99:00.0, which does not exist" in out
     assert "lspci -D" in out and "Traceback" not in out
@@ -133,9 +120,9 @@ def test_bad_policy_names_host_key_and_fix(tmp_path, fixture_host):
 
 def test_policy_ids_yaml_made_numbers_are_refused_by_preflight(tmp_path, fixture_host):
     # vendors: [0x10de] unquoted: YAML makes it the integer 4318.
-    inventory = write_inventory(tmp_path, fixture_host, {"seed": {"passthrough_policy": {"vendors": [0x10de]}}})
+    inventory = fixture_inventory(tmp_path, fixture_host, {"seed": {"passthrough_policy": {"vendors": [0x10de]}}})
     assert "- 4318" in inventory.read_text()
-    rc, out = run_playbook(inventory, "--limit", "seed")
+    rc, out = run(inventory, "--limit", "seed")
     assert rc != 0
     assert "passthrough_plan: host seed: passthrough_policy.vendors entry 4318 is a number" in out
     assert "quote it" in out and "Check the passthrough policy's keys and types" in out
@@ -143,9 +130,9 @@ def test_policy_ids_yaml_made_numbers_are_refused_by_preflight(tmp_path, fixture
 
 
 def test_relative_root_and_bad_policy_are_reported_together(tmp_path, fixture_host):
-    inventory = write_inventory(tmp_path, fixture_host, {"seed": {"passthrough_sysfs_root": "captured/sys",
+    inventory = fixture_inventory(tmp_path, fixture_host, {"seed": {"passthrough_sysfs_root": "captured/sys",
                                                                   "passthrough_policy": {"vendors": [0x10de]}}})
-    rc, out = run_playbook(inventory, "--limit", "seed")
+    rc, out = run(inventory, "--limit", "seed")
     assert rc != 0 and "Traceback" not in out
     assert "Host seed: passthrough_sysfs_root (captured/sys) and passthrough_procfs_root (" in out
     assert "must be absolute paths, e.g. /sys and /proc" in out
@@ -154,9 +141,9 @@ def test_relative_root_and_bad_policy_are_reported_together(tmp_path, fixture_ho
 
 def test_policy_quoted_false_stays_false(tmp_path, fixture_host):
     plans = tmp_path / "plans"
-    inventory = write_inventory(tmp_path, fixture_host, {"seed": {"passthrough_policy": {"allow_unsafe_interrupts": "false"}}})
+    inventory = fixture_inventory(tmp_path, fixture_host, {"seed": {"passthrough_policy": {"allow_unsafe_interrupts": "false"}}})
     assert "allow_unsafe_interrupts: 'false'" in inventory.read_text()
-    rc, out = run_playbook(inventory, "--limit", "seed", "-e", f"passthrough_plan_dir={plans}")
+    rc, out = run(inventory, "--limit", "seed", "-e", f"passthrough_plan_dir={plans}")
     assert rc == 0, out
     plan = json.loads((plans / "seed.json").read_text())["plan"]
     assert "vfio_iommu_type1.allow_unsafe_interrupts=1" not in plan["kernel_args"]
@@ -164,23 +151,23 @@ def test_policy_quoted_false_stays_false(tmp_path, fixture_host):
 
 
 def test_missing_sysfs_root_names_the_variable(tmp_path, fixture_host):
-    inventory = write_inventory(tmp_path, fixture_host, {"intel": {"passthrough_sysfs_root": str(tmp_path / "missing")}})
-    rc, out = run_playbook(inventory, "--limit", "intel")
+    inventory = fixture_inventory(tmp_path, fixture_host, {"intel": {"passthrough_sysfs_root": str(tmp_path / "missing")}})
+    rc, out = run(inventory, "--limit", "intel")
     assert rc != 0
     assert "fatal: [intel]" in out and "passthrough_sysfs_root" in out and "does not exist" in out
     assert "Traceback" not in out
 
 
 def test_relative_sysfs_root_is_refused_by_preflight(tmp_path, fixture_host):
-    inventory = write_inventory(tmp_path, fixture_host, {"twin": {"passthrough_sysfs_root": "sys"}})
-    rc, out = run_playbook(inventory, "--limit", "twin")
+    inventory = fixture_inventory(tmp_path, fixture_host, {"twin": {"passthrough_sysfs_root": "sys"}})
+    rc, out = run(inventory, "--limit", "twin")
     assert rc != 0 and "Host twin: passthrough_sysfs_root (sys)" in out and "must be absolute paths" in out
 
 
 def test_capture_playbook_archive_plans_like_the_host(tmp_path, fixture_host, facts_module):
-    inventory = write_inventory(tmp_path, fixture_host)
+    inventory = fixture_inventory(tmp_path, fixture_host)
     captures = tmp_path / "captures"
-    rc, out = run_playbook(inventory, "--limit", "twin", "-e", f"capture_dir={captures}", playbook="capture.yml")
+    rc, out = run(inventory, "--limit", "twin", "-e", f"capture_dir={captures}", playbook="capture.yml")
     assert rc == 0, out
     assert "captured 11 PCI functions" in out
     with tarfile.open(captures / "twin.tar.gz") as tar:
@@ -201,10 +188,7 @@ def test_cloud_resources_refuses_a_missing_empty_corrupt_or_stale_plan_file(tmp_
     plans.mkdir()
     if text is not None:
         (plans / "gpu1.json").write_text(text)
-    inventory = tmp_path / "inventory.yml"
-    inventory.write_text(yaml.safe_dump({"all": {
-        "vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"},
-        "children": {"gpu_hosts": {"hosts": {"gpu1": {"passthrough_plan_dir": str(plans)}}}}}}))
+    inventory = write_inventory(tmp_path / "inventory.yml", {"gpu1": {"passthrough_plan_dir": str(plans)}})
     playbook = tmp_path / "preflight.yml"
     playbook.write_text(yaml.safe_dump([{
         "name": "Preflight of cloud_resources", "hosts": "gpu1", "gather_facts": False,
@@ -213,10 +197,8 @@ def test_cloud_resources_refuses_a_missing_empty_corrupt_or_stale_plan_file(tmp_
             "vars": {"cloud_name": "ogc-test", "cloud_resources_flavors": [
                 {"name": "f", "vcpus": 1, "ram": 1, "disk": 1,
                  "extra_specs": {"pci_passthrough:alias": "tesla-v100:1"}}]}}]}]))
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run(["ansible-playbook", "-i", str(inventory), str(playbook)], capture_output=True, text=True,
-                          env=env, timeout=300, cwd=ROOT, check=False)
-    out = " ".join((proc.stdout + proc.stderr).split())
+    proc = run_playbook("-i", inventory, playbook, timeout=300)
+    out = words(output(proc))
     assert proc.returncode != 0
     where = f"no plan file {plans}/gpu1.json" if text is None else (
         f"plan file {plans}/gpu1.json {needle}" if "stale" in needle else f"plan file {plans}/gpu1.json of host gpu1 {needle}")

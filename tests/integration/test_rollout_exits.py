@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
 import threading
 import time
 
 import pytest
 import yaml
 
-from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, load_source
+from ogc_testlib import ROOT, load_source, output, run_playbook
 
 pytestmark = pytest.mark.integration
 
@@ -67,10 +66,8 @@ def one_host(tmp_path, **host_vars):
 
 
 def run(inventory):
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run([ANSIBLE_PLAYBOOK, PLAYBOOK, "-i", inventory], capture_output=True, text=True, check=False,
-                          cwd=ROOT, env=env, timeout=600)
-    return proc.returncode, proc.stdout + proc.stderr
+    proc = run_playbook(PLAYBOOK, "-i", inventory)
+    return proc.returncode, output(proc)
 
 
 def hung_cloud(tmp_path, endpoint):

@@ -9,12 +9,11 @@ group_vars/all).
 from __future__ import annotations
 
 import os
-import subprocess
 
 import pytest
 import yaml
 
-from ogc_testlib import ROOT
+from ogc_testlib import ROOT, output, run_playbook, write_inventory
 
 pytestmark = pytest.mark.integration
 
@@ -32,21 +31,16 @@ def run(tmp_path, playbook, override_in=None):
     in group_vars/<group>.yml, or in the inventory file's own vars of all ("inline")."""
     inv = tmp_path / "inv"
     (inv / "group_vars").mkdir(parents=True)
-    hosts = {"all": {"children": {"gpu_hosts": {"hosts": {
-        "h1": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}}}
-    if override_in == "inline":
-        hosts["all"]["vars"] = {"kolla_deploy_config_dir": "/srv/env-kolla"}
-    elif override_in:
+    if override_in and override_in != "inline":
         (inv / "group_vars" / f"{override_in}.yml").write_text("---\nkolla_deploy_config_dir: /srv/env-kolla\n")
-    (inv / "hosts.yml").write_text(yaml.safe_dump(hosts))
+    write_inventory(inv / "hosts.yml", {"h1": {}},
+                    {"kolla_deploy_config_dir": "/srv/env-kolla"} if override_in == "inline" else {})
     (tmp_path / "group_vars").symlink_to(os.path.join(ROOT, "group_vars"))
     (tmp_path / "playbooks").mkdir()
     (tmp_path / "playbooks" / "show.yml").write_text("---\n" + SHOW)
     (tmp_path / "site.yml").write_text("---\n- name: Imported\n  ansible.builtin.import_playbook: playbooks/show.yml\n" + SHOW)
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run(["ansible-playbook", "-i", str(inv / "hosts.yml"), str(tmp_path / playbook)],
-                          capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path, check=False)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = run_playbook("-i", inv / "hosts.yml", tmp_path / playbook, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, output(proc)
     return [line.split("VALUES ", 1)[1].strip().strip('"') for line in proc.stdout.splitlines() if "VALUES " in line]
 
 
@@ -73,10 +67,8 @@ def test_the_example_inventories_take_the_site_plan_directory(tmp_path, example)
     show = tmp_path / "show.yml"
     show.write_text("- {name: Show, hosts: gpu_hosts, gather_facts: false, tasks: [{name: Plan directory, "
                     "ansible.builtin.debug: {msg: \"PLANDIR {{ inventory_hostname }}={{ passthrough_plan_dir }}\"}}]}\n")
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run(["ansible-playbook", "-i", os.path.join(ROOT, "inventory", example), str(show)],
-                          capture_output=True, text=True, env=env, timeout=120, cwd=ROOT, check=False)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = run_playbook("-i", os.path.join(ROOT, "inventory", example), show, timeout=120)
+    assert proc.returncode == 0, output(proc)
     shown = dict(line.split("PLANDIR ", 1)[1].strip().strip('"').split("=", 1)
                  for line in proc.stdout.splitlines() if "PLANDIR " in line)
     assert shown and set(shown.values()) == {plan_dir}, proc.stdout

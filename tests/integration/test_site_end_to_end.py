@@ -40,7 +40,8 @@ import time
 
 import pytest
 
-from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, TestCloudHandle, openstack_python, recap, wait_status
+from ogc_testlib import (ROOT, TestCloudHandle, ansible_env, openstack_python, output, recap,
+                         run_playbook, wait_status)
 
 # What a sandbox host's files say, as the molecule scenarios' tests read them.
 sys.path.insert(0, os.path.join(ROOT, "molecule", "shared"))
@@ -93,11 +94,12 @@ class Demo:
         self.cloud = TestCloudHandle(self.dir / "cloud")
         self.timings = {}
 
-    def _confined(self, name, argv, env=None):
-        """argv run from the checkout where only the demo's directories are writable; (rc, stdout + stderr)."""
+    def _confined(self, name, env, run):
+        """RUN(argv prefix, environment) from the checkout where only the demo's directories are writable, its time
+        kept under NAME; (rc, stdout + stderr)."""
         scratch = self.dir.parent / "tmp"
         scratch.mkdir(exist_ok=True)
-        env = dict(os.environ if env is None else env, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+        env = dict(env, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
                    OGC_TESTCLOUD_LIFETIME="2400", TMPDIR=str(scratch), ANSIBLE_LOCAL_TEMP=str(scratch / "ansible-local"),
                    ANSIBLE_REMOTE_TMP=str(scratch / "ansible-remote"))
         env.pop("OS_CLOUD", None)
@@ -106,16 +108,14 @@ class Demo:
         writable = [str(self.dir.parent), cache, *sorted({os.path.realpath(os.path.join(cache, name))
                                                           for name in os.listdir(cache)} - {cache})]
         started = time.time()
-        proc = subprocess.run(read_only_but(writable, argv), capture_output=True, text=True, env=env, cwd=ROOT,
-                              timeout=1800, check=False)
+        proc = run(read_only_but(writable, []), env)
         self.timings[name] = round(time.time() - started, 1)
-        return proc.returncode, proc.stdout + proc.stderr
+        return proc.returncode, output(proc)
 
     def site(self, name, *args, playbook="site.yml"):
         """A playbook run by ansible-playbook; (rc, output)."""
-        env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
-        return self._confined(name, [ANSIBLE_PLAYBOOK, playbook, "-i", "inventory/demo", "-e", "@" + str(self.extra),
-                                     *args], env)
+        return self._confined(name, ansible_env(), lambda prefix, env: run_playbook(
+            playbook, "-i", "inventory/demo", "-e", "@" + str(self.extra), *args, prefix=prefix, env=env, timeout=1800))
 
     def site_through_runner(self, name):
         """site.yml run by ansible-runner as AWX runs it (tests/helpers/runner_site.py), in a private data
@@ -126,12 +126,12 @@ class Demo:
         result = private / "result.json"
         # As in an execution environment: ansible-playbook is the first on PATH, and ansible.cfg is the one in
         # the project directory where ansible-runner starts the job (no ANSIBLE_CONFIG).
-        env = dict(os.environ, PATH=os.path.dirname(ANSIBLE_PLAYBOOK) + os.pathsep + os.environ.get("PATH", ""))
+        env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
         env.pop("ANSIBLE_CONFIG", None)
-        rc, out = self._confined(name, [
-            sys.executable, os.path.join(ROOT, "tests", "helpers", "runner_site.py"), "--private-data-dir",
+        rc, out = self._confined(name, env, lambda prefix, env: subprocess.run([
+            *prefix, sys.executable, os.path.join(ROOT, "tests", "helpers", "runner_site.py"), "--private-data-dir",
             str(private), "--ident", name, "--inventory", "inventory/demo", "--extravars", str(self.extra),
-            "--result", str(result)], env)
+            "--result", str(result)], capture_output=True, text=True, env=env, cwd=ROOT, timeout=1800, check=False))
         assert rc == 0 and result.is_file(), f"tests/helpers/runner_site.py failed ({rc}):\n{out[-6000:]}"
         return json.loads(result.read_text())
 

@@ -8,15 +8,13 @@ filter, and the host configuration is ``roles/passthrough_host`` run on a sandbo
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ogc_testlib import collection_module, collection_plugin
+from ogc_testlib import ansible_env, collection_module, collection_plugin, run_playbook, sandbox_host, write_inventory
 from realkernel import klog, vm
 
 REPO = Path(__file__).resolve().parents[2]
@@ -86,32 +84,19 @@ def configure_host_with_role(sandbox: Path, host: str, workdir: Path, verify: bo
     the next boot uses that grub.cfg's default entry; its initramfs and reboot commands are ``true``:
     the test ships the modprobe configuration with the next boot, and that boot is the reboot. Its own verification is off: the real kernel and the re-plan verify.
     """
-    inventory = {"all": {"children": {"gpu_hosts": {"hosts": {host: {
-        "ansible_connection": "local",
-        "ansible_python_interpreter": sys.executable,
-        "passthrough_host_root": str(sandbox),
-        "passthrough_host_os_family": "Debian",
-        "passthrough_policy": POLICY,
-        # The plan role runs first (as in site.yml): it plans the sandbox and writes the plan the host role loads.
-        "passthrough_sysfs_root": str(sandbox / "sys"),
-        "passthrough_procfs_root": str(sandbox / "proc"),
-        "passthrough_plan_dir": str(workdir / "plans"),
-        "passthrough_host_boot_config_command": boot_config_command(sandbox),
-        "passthrough_host_initramfs_command": ["true"],
-        "passthrough_host_allow_reboot": True,
-        "passthrough_host_reboot_command": ["true"],
-        "passthrough_host_verify": verify,
-    }}}}}}
+    # The plan role runs first (as in site.yml): it plans the sandbox and writes the plan the host role loads.
+    hostvars = sandbox_host(sandbox, workdir / "plans", passthrough_policy=POLICY,
+                            passthrough_host_root=str(sandbox), passthrough_host_os_family="Debian",
+                            passthrough_host_boot_config_command=boot_config_command(sandbox),
+                            passthrough_host_initramfs_command=["true"], passthrough_host_allow_reboot=True,
+                            passthrough_host_reboot_command=["true"], passthrough_host_verify=verify)
     workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "inventory.json").write_text(json.dumps(inventory, indent=2))
+    write_inventory(workdir / "inventory.json", {host: hostvars})
     (workdir / "play.yml").write_text(
         "---\n- name: Configure the real-kernel guest's sandbox root\n  hosts: gpu_hosts\n"
         "  gather_facts: false\n  roles:\n    - role: open_gpu_cloud.toolkit.passthrough\n"
         "    - role: open_gpu_cloud.toolkit.passthrough_host\n")
-    playbook = Path(sys.executable).parent / "ansible-playbook"
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), LC_ALL="C.UTF-8", ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run([str(playbook), "-i", str(workdir / "inventory.json"), str(workdir / "play.yml")],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    proc = run_playbook("-i", workdir / "inventory.json", workdir / "play.yml", env=ansible_env(LC_ALL="C.UTF-8"))
     (workdir / "ansible.log").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
         raise AssertionError(f"roles/passthrough_host failed on the sandbox {sandbox} (rc {proc.returncode}):\n"

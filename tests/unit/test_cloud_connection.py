@@ -5,12 +5,11 @@ through ansible-core's own resolution with the project's ansible.cfg."""
 from __future__ import annotations
 
 import json
-import os
 import pathlib
-import subprocess
-import sys
 
 import yaml
+
+from ogc_testlib import ansible_env, run_playbook, write_inventory
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 COLLECTION = ROOT / "collections" / "ansible_collections" / "open_gpu_cloud" / "toolkit"
@@ -49,16 +48,9 @@ def test_the_play_declaration_reaches_the_modules(tmp_path):
                 "mode": "0600"}},
         ]}]
     (tmp_path / "play.yml").write_text(json.dumps(play), encoding="utf-8")
-    inventory = {"all": {"hosts": {"localhost": {"ansible_connection": "local",
-                                                 "ansible_python_interpreter": sys.executable}}}}
-    (tmp_path / "inventory.json").write_text(json.dumps(inventory), encoding="utf-8")
-    bindir = os.path.dirname(sys.executable)
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", OS_CLIENT_CONFIG_FILE="",
-               PATH=bindir + os.pathsep + os.environ.get("PATH", ""))
-    env.pop("OS_CLOUD", None)
-    proc = subprocess.run([os.path.join(bindir, "ansible-playbook"), "-i", str(tmp_path / "inventory.json"),
-                           str(tmp_path / "play.yml")], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
+    write_inventory(tmp_path / "inventory.json", {}, hosts={"localhost": {}})
+    proc = run_playbook("-i", tmp_path / "inventory.json", tmp_path / "play.yml", cwd=tmp_path, timeout=300,
+                        env=ansible_env(OS_CLIENT_CONFIG_FILE="", OS_CLOUD=None))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     msgs = json.loads((tmp_path / "msgs.json").read_text(encoding="utf-8"))
     assert len(msgs) == 2

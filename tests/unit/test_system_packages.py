@@ -61,7 +61,7 @@ JINJA = re.compile(r"\{\{.*?\}\}", re.S)
 # update-grub is the host role's default command on a real GPU host; the tests always replace it with a recorder.
 NOT_RUN_IN_TESTS = {"update-grub"}
 # Programs the toolkit's virtualenv provides (pyproject.toml), found beside the running Python.
-VENV = {"ansible-playbook", "ansible-builder", "ansible-test", "molecule", "python"}
+VENV = {"ansible-playbook", "ansible-inventory", "ansible-builder", "ansible-test", "molecule", "python"}
 
 PY_CALL = re.compile(r'(?:subprocess\.(?:run|Popen|check_output|check_call|call)|\b_run)\(\s*\[\s*"([^"/{][^"]*)"')
 PY_ARGV = re.compile(r'\b(?:argv|cmd|command)\s*=\s*\[\s*"([^"/{][^"]*)"')

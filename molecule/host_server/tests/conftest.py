@@ -26,9 +26,9 @@ RESULTS = EPHEMERAL / "results"
 PLANS = EPHEMERAL / "plans"
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 HOST = "debian-server"
-ANSIBLE_PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
 sys.path.insert(0, str(REPO / "tests"))
 
+from ogc_testlib import SCRIPT_ENV, reboot_standin, run_playbook  # noqa: E402  pylint: disable=wrong-import-position
 from realserver import vm  # noqa: E402  pylint: disable=wrong-import-position
 
 # The emulated GPU host (tests/realkernel/vm.py): two GPUs of one model (1234:1111) in groups of their own, the
@@ -54,14 +54,14 @@ def report(*options: str) -> dict:
 def playbook(*names: str, extra: dict | None = None, check: bool = False) -> subprocess.CompletedProcess:
     """ansible-playbook on the scenario's inventory with the project's playbooks (and molecule's environment); its
     stdout holds stderr too (where Ansible reports a failed task)."""
-    cmd = [ANSIBLE_PLAYBOOK, "-i", INVENTORY, *(str(REPO / "playbooks" / name) for name in names)]
+    args = ["-i", INVENTORY, *(REPO / "playbooks" / name for name in names)]
     if extra:
-        cmd += ["-e", json.dumps(extra)]
+        args += ["-e", json.dumps(extra)]
     if check:
-        cmd += ["--check", "--diff"]
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
-    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=3600, check=False,
-                          env=env)
+        args += ["--check", "--diff"]
+    # Molecule's environment and directory as they are (its ANSIBLE_CONFIG, collections and roles paths), no colour.
+    return run_playbook(*args, env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"), cwd=os.getcwd(),
+                        timeout=3600, merge=True)
 
 
 def recap(output: str) -> dict:
@@ -154,12 +154,9 @@ def simulated_reboot(tmp: Path, booted_from: dict, configured: dict) -> tuple[li
     written = {p: t for p, t in configured["files"].items()
                if p.startswith(("/etc/modprobe.d/", "/usr/local/sbin/", "/boot/grub/"))}
     subprocess.run([sys.executable, str(REPO / "scripts" / "mock_sysfs.py"), "build", str(fixture), str(root)],
-                   check=True, capture_output=True, text=True,
-                   env={**os.environ, "PYTHONPATH": str(REPO / "collections")})
+                   check=True, capture_output=True, text=True, env=SCRIPT_ENV)
     write_tree(root, written, booted_from["cmdline"])
-    subprocess.run([sys.executable, str(REPO / "scripts" / "simulate_reboot.py"), str(fixture), str(root)],
-                   check=True, capture_output=True, text=True,
-                   env={**os.environ, "PYTHONPATH": str(REPO / "collections")})
+    subprocess.run(reboot_standin(fixture, root), check=True, capture_output=True, text=True)
     devices = root / "sys" / "bus" / "pci" / "devices"
     drivers = {d.name: (os.path.basename(os.readlink(d / "driver")) if (d / "driver").is_symlink() else None)
                for d in sorted(devices.iterdir())}

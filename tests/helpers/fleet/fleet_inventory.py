@@ -13,6 +13,7 @@ overlap of the waves shows in the timestamps), then runs scripts/simulate_reboot
 
 import argparse
 import os
+import shutil
 import sys
 
 import yaml
@@ -47,35 +48,45 @@ def build(count, directory, batch=1, hold=0.0, fixtures=None, interpreter="{{ an
         # Kolla's overrides (playbooks/nova.yml) go under the state too, never to this machine's /etc/kolla.
         "nova_pci_config_node_custom_config": "{{ ogc_demo_dir }}/kolla/config",
     }, f"Every host is simulated on this machine; state under {state}")
-    record = ["{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/scripts/record_command.py",
-              "{{ ogc_demo_dir }}/hosts/{{ inventory_hostname }}.calls.jsonl"]
+    # The demo's own stand-ins for the host's tools and its reboot (inventory/demo/group_vars/gpu_hosts/host.yml), as
+    # they are; main.yml (read after it) says what the fleet changes.
+    os.makedirs(os.path.join(inventory, "group_vars", "gpu_hosts"), exist_ok=True)
+    shutil.copy(os.path.join(REPO, "inventory", "demo", "group_vars", "gpu_hosts", "host.yml"),
+                os.path.join(inventory, "group_vars", "gpu_hosts", "demo_host.yml"))
     write(os.path.join(inventory, "group_vars", "gpu_hosts", "main.yml"), {
         "passthrough_host_root": "{{ ogc_demo_dir }}/hosts/{{ inventory_hostname }}",
         "passthrough_sysfs_root": "{{ passthrough_host_root }}/sys",
         "passthrough_procfs_root": "{{ passthrough_host_root }}/proc",
         "passthrough_plan_dir": "{{ ogc_demo_dir }}/plans",
-        "passthrough_host_os_family": "Debian",
-        "passthrough_host_allow_reboot": True,
         "passthrough_rollout_reboot_batch": batch,
-        "demo_host_record": record,
-        # The boot-config stand-in generates grub.cfg from the sandbox's GRUB files, as update-grub would:
-        # the role reads it back before rebooting, and the simulated reboot boots its line.
-        "passthrough_host_boot_config_command": [
-            "{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/scripts/simulate_boot_config.py",
-            "{{ ogc_demo_dir }}/hosts/{{ inventory_hostname }}.calls.jsonl", "{{ passthrough_host_root }}",
-            "update-grub"],
-        "passthrough_host_initramfs_command": "{{ demo_host_record + ['update-initramfs', '-u', '-k', 'all'] }}",
         "fleet_reboot_log": "{{ ogc_demo_dir }}/reboots.jsonl",
-        "passthrough_host_reboot_command": [
-            "{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/scripts/timed_command.py",
-            "{{ fleet_reboot_log }}", "{{ inventory_hostname }}", "--hold", str(hold), "--",
-            "env", "PYTHONPATH={{ ogc_repo_dir }}/collections",
-            "{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/scripts/simulate_reboot.py",
-            "{{ ogc_repo_dir }}/fixtures/hosts/{{ demo_fixture }}.yml", "{{ passthrough_host_root }}"],
+        # The demo's reboot stand-in, through scripts/timed_command.py: each reboot's start and end in the log, held
+        # HOLD seconds.
+        "passthrough_host_reboot_command": (
+            "{{ [ansible_playbook_python, ogc_repo_dir ~ '/scripts/timed_command.py', fleet_reboot_log, "
+            f"inventory_hostname, '--hold', '{hold}', '--'] + demo_reboot_standin }}}}"),
         # The GPU hosts' own interpreter (the control host's tasks, delegated ones included, keep the default).
         "ansible_python_interpreter": interpreter,
     }, "Simulated GPU hosts: recorded tools, timed and simulated reboots")
     return inventory
+
+
+def cut(inventory, parts, directories, slice_vars=None, comment="A slice of the fleet"):
+    """Cut INVENTORY (build's) into one inventory per list of host names in PARTS, written to DIRECTORIES, as AWX job
+    slicing or several control hosts cut a fleet: each holds its own GPU hosts and the same group_vars (the same
+    state, plans and reboot slots), with SLICE_VARS[i] (when given) on top for its GPU hosts. Returns DIRECTORIES."""
+    with open(os.path.join(inventory, "hosts.yml"), encoding="utf-8") as handle:
+        hosts = yaml.safe_load(handle)["all"]["children"]["gpu_hosts"]["hosts"]
+    for index, (names, directory) in enumerate(zip(parts, directories)):
+        shutil.rmtree(directory, ignore_errors=True)
+        shutil.copytree(os.path.join(inventory, "group_vars"), os.path.join(directory, "group_vars"))
+        if slice_vars and slice_vars[index]:
+            write(os.path.join(directory, "group_vars", "gpu_hosts", "zz-slice.yml"), slice_vars[index],
+                  f"{comment} {index + 1}: its own settings")
+        write(os.path.join(directory, "hosts.yml"), {"all": {"children": {"gpu_hosts": {"hosts": {
+            name: hosts[name] for name in names}}}}},
+              f"{comment} {index + 1} of {len(parts)}: {len(names)} of the fleet's {len(hosts)} GPU hosts")
+    return list(directories)
 
 
 def main(argv):

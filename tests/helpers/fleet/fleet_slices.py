@@ -29,7 +29,6 @@ import os
 import re
 import resource
 import shutil
-import subprocess
 import sys
 import time
 
@@ -38,9 +37,12 @@ import yaml
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, HERE)
+# The tests' shared library (tests/ogc_testlib.py): how every test runs ansible-playbook. bench/fleet loads this file
+# too, where pytest does not put tests/ on the path.
+sys.path.insert(1, os.path.join(REPO, "tests"))
 import fleet_inventory  # noqa: E402  pylint: disable=wrong-import-position
+import ogc_testlib  # noqa: E402  pylint: disable=wrong-import-position
 
-PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 JOBS = {"plan_host": os.path.join(HERE, "plan_host.yml"), "nova_report": os.path.join(HERE, "nova_report.yml")}
 # What the host phase writes in a sandbox root (the rest is the simulated hardware and the tools' call logs).
 HOST_FILES = ("etc", "boot")
@@ -50,19 +52,9 @@ def slice_inventories(inventory, count):
     """Split INVENTORY (fleet_inventory.build's) as AWX job slicing does: slice i holds hosts i, i+count, ... in
     inventory order, and the same group_vars. Returns the slices' inventory directories."""
     with open(os.path.join(inventory, "hosts.yml"), encoding="utf-8") as handle:
-        data = yaml.safe_load(handle)
-    hosts = list(data["all"]["children"]["gpu_hosts"]["hosts"].items())
-    slices = []
-    for index in range(count):
-        directory = f"{inventory}-slice{index + 1}"
-        shutil.rmtree(directory, ignore_errors=True)
-        shutil.copytree(os.path.join(inventory, "group_vars"), os.path.join(directory, "group_vars"))
-        mine = dict(hosts[index::count])
-        fleet_inventory.write(os.path.join(directory, "hosts.yml"),
-                              {"all": {"children": {"gpu_hosts": {"hosts": mine}}}},
-                              f"Job slice {index + 1} of {count}: {len(mine)} of the fleet's {len(hosts)} GPU hosts")
-        slices.append(directory)
-    return slices
+        names = list(yaml.safe_load(handle)["all"]["children"]["gpu_hosts"]["hosts"])
+    return fleet_inventory.cut(inventory, [names[index::count] for index in range(count)],
+                               [f"{inventory}-slice{index + 1}" for index in range(count)], comment="Job slice")
 
 
 def children_cpu():
@@ -73,15 +65,13 @@ def children_cpu():
 def run_job(job, inventories, log_prefix, repo=REPO):
     """Run JOB's playbook on every inventory at once (one inventory: unsliced). Returns
     {rc: [..], wall_s, cpu_s, logs: [..]}; each run's output goes to LOG_PREFIX-<i>.log."""
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(repo, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    env = ogc_testlib.ansible_env(ANSIBLE_CONFIG=os.path.join(repo, "ansible.cfg"))
     cpu0, wall0 = children_cpu(), time.time()
     procs = []
     for index, inventory in enumerate(inventories):
         log = f"{log_prefix}-{index + 1}.log"
         with open(log, "w", encoding="utf-8") as handle:
-            procs.append((subprocess.Popen(  # pylint: disable=consider-using-with  # waited for below
-                [PLAYBOOK, JOBS[job], "-i", inventory], stdout=handle, stderr=subprocess.STDOUT, cwd=repo,
-                env=env), log))
+            procs.append((ogc_testlib.start_playbook(JOBS[job], "-i", inventory, stdout=handle, cwd=repo, env=env), log))
     codes = [proc.wait(timeout=3600) for proc, _log in procs]
     wall, cpu = time.time() - wall0, children_cpu() - cpu0
     changed = 0

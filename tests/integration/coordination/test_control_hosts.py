@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import subprocess
 import sys
 import time
 import urllib.request
@@ -28,7 +26,7 @@ import urllib.request
 import pytest
 import yaml
 
-from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, WITH_COLLECTION, load_source
+from ogc_testlib import ROOT, ansible_env, load_source, start_playbook
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "helpers"))
 from etcd_server import EtcdServer  # noqa: E402  pylint: disable=wrong-import-position
@@ -54,34 +52,24 @@ def control_hosts(directory, etcd_url, parts, batch, hold, extra=None):
     """One simulated fleet cut into the inventories of ``parts`` (lists of host names), one per control host: the
     same group_vars but a plan directory of each control host's own, and the coordination backend etcd."""
     inventory = fleet.build(sum(len(p) for p in parts), directory, batch=batch, hold=hold)
-    with open(os.path.join(inventory, "hosts.yml"), encoding="utf-8") as handle:
-        hosts = yaml.safe_load(handle)["all"]["children"]["gpu_hosts"]["hosts"]
-    out = []
-    for number, names in enumerate(parts, 1):
-        path = os.path.join(directory, f"control-{number}")
-        shutil.copytree(os.path.join(inventory, "group_vars"), os.path.join(path, "group_vars"))
-        with open(os.path.join(path, "group_vars", "gpu_hosts", "zz-control-host.yml"), "w", encoding="utf-8") as f:
-            yaml.safe_dump(dict({"passthrough_plan_dir": f"{{{{ ogc_demo_dir }}}}/control-{number}/plans",
-                                 "passthrough_rollout_coordination_url": etcd_url,
-                                 "passthrough_rollout_lease_ttl": LEASE_TTL}, **(extra or {})), f)
-        with open(os.path.join(path, "hosts.yml"), "w", encoding="utf-8") as handle:
-            yaml.safe_dump({"all": {"children": {"gpu_hosts": {"hosts": {n: hosts[n] for n in names}}}}}, handle)
+    numbers = range(1, len(parts) + 1)
+    out = fleet.cut(inventory, parts, [os.path.join(directory, f"control-{number}") for number in numbers], [
+        dict({"passthrough_plan_dir": f"{{{{ ogc_demo_dir }}}}/control-{number}/plans",
+              "passthrough_rollout_coordination_url": etcd_url, "passthrough_rollout_lease_ttl": LEASE_TTL},
+             **(extra or {})) for number in numbers], comment="Control host")
+    for number, path in zip(numbers, out):
         with open(os.path.join(path, "machine-id"), "w", encoding="utf-8") as handle:
             handle.write(f"{number:032x}\n")
-        out.append(path)
     return out
 
 
 def start(control, number, log):
     """ansible-playbook on one control host: a mount, UTS and PID namespace of its own, its own machine id."""
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               PYTHONUNBUFFERED="1")
     script = 'mount --bind "$1/machine-id" /etc/machine-id && hostname "ctl-$2" && shift 2 && "$@"'
     with open(log, "w", encoding="utf-8") as handle:
-        return subprocess.Popen(  # pylint: disable=consider-using-with
-            ["unshare", "--mount", "--uts", "--pid", "--fork", "--mount-proc", "sh", "-c", script, "control", control,
-             str(number), ANSIBLE_PLAYBOOK, PLAYBOOK, "-i", control],
-            stdout=handle, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+        return start_playbook(PLAYBOOK, "-i", control, stdout=handle, env=ansible_env(PYTHONUNBUFFERED="1"), prefix=[
+            "unshare", "--mount", "--uts", "--pid", "--fork", "--mount-proc", "sh", "-c", script, "control", control,
+            str(number)])
 
 
 def read(log):
@@ -178,12 +166,11 @@ def test_the_service_stopped_mid_wave_starts_no_reboot_fails_naming_it_and_leave
     os.makedirs(os.path.dirname(slow))
     gate = os.path.join(directory, "gate")
     with open(slow, "w", encoding="utf-8") as handle:
-        yaml.safe_dump({"passthrough_host_reboot_command": [
-            "{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/scripts/timed_command.py", "{{ fleet_reboot_log }}",
-            "{{ inventory_hostname }}", "--",
-            "sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.2; done; exec \"$@\"", "reboot",
-            *WITH_COLLECTION, "{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/scripts/simulate_reboot.py",
-            "{{ ogc_repo_dir }}/fixtures/hosts/{{ demo_fixture }}.yml", "{{ passthrough_host_root }}"]}, handle)
+        # The fleet's timed reboot stand-in, held until the test opens the gate.
+        wait = f'while [ ! -e {gate} ]; do sleep 0.2; done; exec "$@"'
+        yaml.safe_dump({"passthrough_host_reboot_command": (
+            "{{ [ansible_playbook_python, ogc_repo_dir ~ '/scripts/timed_command.py', fleet_reboot_log, "
+            f"inventory_hostname, '--', 'sh', '-c', '{wait}', 'reboot'] + demo_reboot_standin }}}}")}, handle)
     logs = [os.path.join(directory, f"control-{n}.log") for n in (1, 2)]
     first = start(controls[0], 1, logs[0])
     wait_for(lambda: "Reboot through passthrough_host_reboot_command" in read(logs[0]),

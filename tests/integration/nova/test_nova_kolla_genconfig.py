@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from nova_helpers import ROOT, run_playbook
-from ogc_testlib import SCRIPT_ENV
+from ogc_testlib import SCRIPT_ENV, openstack_python, write_inventory
 
 pytestmark = pytest.mark.integration
 
@@ -31,29 +31,19 @@ NOVA_DEFAULT_FILTERS = ["ComputeFilter", "ComputeCapabilitiesFilter", "ImageProp
                         "ServerGroupAntiAffinityFilter", "ServerGroupAffinityFilter"]
 
 
-def openstack_python():
-    out = subprocess.run([str(ROOT / "scripts/openstack-venv.sh")], check=True, capture_output=True,
-                         text=True, timeout=1800).stdout.strip().splitlines()[-1]
-    return str(pathlib.Path(out) / "bin" / "python")
-
-
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("genconfig")
-    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     gpu = {}
     for host, fixture in HOSTS.items():
         root = tmp / "hosts" / host
         subprocess.run([sys.executable, str(ROOT / "scripts/mock_sysfs.py"), "build",
                         str(ROOT / "fixtures/hosts" / (fixture + ".yml")), str(root)],
                        check=True, capture_output=True, text=True, env=SCRIPT_ENV)
-        gpu[host] = dict(local, passthrough_host_root=str(root), passthrough_sysfs_root=str(root / "sys"),
-                         passthrough_procfs_root=str(root / "proc"))
-    inv = tmp / "inventory.json"
-    inv.write_text(json.dumps({"all": {"hosts": {"localhost": local}, "children": {
-        "gpu_hosts": {"hosts": gpu},
-        "control": {"hosts": {CONTROLLER: local}}, "network": {"hosts": {CONTROLLER: {}}},
-        "monitoring": {"hosts": {CONTROLLER: {}}}}}}))
+        gpu[host] = {"passthrough_host_root": str(root), "passthrough_sysfs_root": str(root / "sys"),
+                     "passthrough_procfs_root": str(root / "proc")}
+    inv = write_inventory(tmp / "inventory.json", gpu, hosts={"localhost": {}},
+                          groups={"control": {CONTROLLER: {}}, "network": {CONTROLLER: {}}, "monitoring": {CONTROLLER: {}}})
 
     rc, out, _ = run_playbook("plan.yml", inv, {"passthrough_plan_dir": str(tmp / "plans")})
     assert rc == 0, out

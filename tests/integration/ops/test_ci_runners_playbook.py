@@ -4,22 +4,18 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
 import pytest
 import yaml
 
-from ogc_testlib import ROOT
+from ogc_testlib import ROOT, output, run_playbook
 
 pytestmark = pytest.mark.integration
 
 
 def run(*args):
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_FORCE_COLOR="0")
-    proc = subprocess.run(["ansible-playbook", os.path.join(ROOT, "playbooks", "ci_runners.yml"), *args],
-                          capture_output=True, text=True, env=env, timeout=300, cwd=ROOT, check=False)
-    return proc.returncode, proc.stdout + proc.stderr
+    proc = run_playbook(os.path.join(ROOT, "playbooks", "ci_runners.yml"), *args, timeout=300)
+    return proc.returncode, output(proc)
 
 
 def test_files_written_then_unchanged(tmp_path):

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 
 import openstack
 import pytest
 import yaml
 
-from ogc_testlib import ANSIBLE_PLAYBOOK, ROOT, compute_service, enable_compute_service, load_source, wait_status
+from ogc_testlib import (ROOT, ansible_env, compute_service, enable_compute_service, load_source, start_playbook,
+                         wait_status)
 
 pytestmark = pytest.mark.integration
 
@@ -136,10 +136,7 @@ def inventory(tmp_path, compute_cloud, **host_vars):
 
 
 def start(inv):
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    env.pop("OS_CLOUD", None)
-    return subprocess.Popen([ANSIBLE_PLAYBOOK, PLAYBOOK, "-i", inv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, cwd=ROOT, env=env)
+    return start_playbook(PLAYBOOK, "-i", inv, env=ansible_env(OS_CLOUD=None))
 
 
 def reboot_log(tmp_path):

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.images import gpu_images as rules
-from ogc_testlib import ROOT, load_source, collection_plugin
+from ogc_testlib import ROOT, collection_plugin, output, run_playbook, words
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "helpers"))
 import gpu_image  # noqa: E402  pylint: disable=wrong-import-position
@@ -209,9 +209,8 @@ def run_role(tmp_path, images, **variables):
     (diskimage-builder's venv is the cached build's)."""
     settings = dict(gpu_image.build_vars(), image_builds=images, gpu_images_build_dir=str(tmp_path / "build"))
     settings.update(variables)
-    argv, env = gpu_image.playbook(str(tmp_path), settings)
-    proc = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, env=env, timeout=900, check=False)
-    return proc.returncode, " ".join((proc.stdout + proc.stderr).split())
+    proc = run_playbook(*gpu_image.playbook(str(tmp_path), settings), timeout=900)
+    return proc.returncode, words(output(proc))
 
 
 def image_like(**changes):

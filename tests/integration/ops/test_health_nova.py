@@ -8,52 +8,32 @@ The compute test cloud's hypervisor ogc-gpu-1 offers two Tesla V100, 0000:27:00.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
-import subprocess
 
 import pytest
 import yaml
 
-from ogc_testlib import FIXTURES, ROOT, collection_module, load_source, collection_plugin
+from ogc_testlib import ROOT, ansible_env, configured_host, output, run_playbook, sandbox_host, words, write_inventory
 
 pytestmark = pytest.mark.integration
-mock_sysfs = load_source("mock_sysfs", "scripts/mock_sysfs.py")
-facts_module = collection_module("pci_passthrough_facts")
-planner = collection_plugin("filter", "passthrough_plan")
 POLICY = {"exclude": ["0000:44:00.0"]}
 
 
 def seed_inventory(tmp_path, **host_vars):
     """A configured seed host (planned devices on vfio-pci), its plan file, and an inventory for health.yml."""
-    root = tmp_path / "seed"
-    fixture = mock_sysfs.load_fixture(os.path.join(FIXTURES, "seed-v100.yml"))
-    mock_sysfs.build_tree(fixture, str(root))
-    plan = planner.passthrough_plan(facts_module.discover(str(root / "sys"), str(root / "proc")), POLICY, "seed")
+    root, plans = tmp_path / "seed", tmp_path / "plans"
+    plan = configured_host(root, plans, "seed", policy=POLICY)
     assert [s["address"] for s in plan["selected"]] == ["0000:27:00.0", "0000:a3:00.0", "0000:c3:00.0"]
-    mock_sysfs.build_tree(fixture, str(root), drivers={a: "vfio-pci" for a in plan["vfio_devices"]})
-    plans = tmp_path / "plans"
-    plans.mkdir()
-    facts = facts_module.discover(str(root / "sys"), str(root / "proc"))
-    (plans / "seed.json").write_text(json.dumps(planner.plan_record(plan, facts, POLICY)))
-    inventory = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-                                  "cloud_name": "ogc-test"},
-                         "children": {"gpu_hosts": {"hosts": {"seed": dict({
-                             "passthrough_sysfs_root": str(root / "sys"), "passthrough_procfs_root": str(root / "proc"),
-                             "passthrough_plan_dir": str(plans), "passthrough_policy": POLICY}, **host_vars)}}}}}
-    path = tmp_path / "inventory.yml"
-    path.write_text(yaml.safe_dump(inventory))
-    return path
+    return write_inventory(tmp_path / "inventory.yml",
+                           {"seed": sandbox_host(root, plans, passthrough_policy=POLICY, **host_vars)},
+                           {"cloud_name": "ogc-test"})
 
 
 def run(inventory, clouds_yaml, *args):
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
-    env.pop("OS_CLOUD", None)
-    proc = subprocess.run(["ansible-playbook", "-i", str(inventory), os.path.join(ROOT, "playbooks", "health.yml"),
-                           "-e", f"cloud_clouds_yaml={clouds_yaml}", *args],
-                          capture_output=True, text=True, env=env, timeout=300, cwd=ROOT, check=False)
-    return proc.returncode, " ".join((proc.stdout + proc.stderr).split())
+    proc = run_playbook("-i", inventory, os.path.join(ROOT, "playbooks", "health.yml"),
+                        "-e", f"cloud_clouds_yaml={clouds_yaml}", *args, env=ansible_env(OS_CLOUD=None), timeout=300)
+    return proc.returncode, words(output(proc))
 
 
 def test_nova_and_the_plan_disagree_both_ways(compute_cloud, tmp_path):

@@ -2,53 +2,33 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
 
 import pytest
-import yaml
 
-from ogc_testlib import FIXTURES, PCI_IDS, ROOT, collection_module, load_source, collection_plugin
+from ogc_testlib import PCI_IDS, ROOT, configured_host, output, run_playbook, sandbox_host, write_inventory
 
 pytestmark = pytest.mark.integration
-mock_sysfs = load_source("mock_sysfs", "scripts/mock_sysfs.py")
-facts_module = collection_module("pci_passthrough_facts")
-planner = collection_plugin("filter", "passthrough_plan")
 
 
 @pytest.fixture
 def seed_host(tmp_path):
     """A configured seed host (planned devices on vfio-pci) and its plan file."""
-    root = tmp_path / "seed"
-    fixture = mock_sysfs.load_fixture(os.path.join(FIXTURES, "seed-v100.yml"))
-    mock_sysfs.build_tree(fixture, str(root))
+    root, plans = tmp_path / "seed", tmp_path / "plans"
     import ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci.ids as pci_ids  # pylint: disable=import-outside-toplevel
 
-    database = pci_ids.load(PCI_IDS)  # as discovery on the host names the devices
-    plan = planner.passthrough_plan(facts_module.discover(str(root / "sys"), str(root / "proc"), database), {}, "seed")
-    mock_sysfs.build_tree(fixture, str(root), drivers={a: "vfio-pci" for a in plan["vfio_devices"]})
-    plans = tmp_path / "plans"
-    plans.mkdir()
-    facts = facts_module.discover(str(root / "sys"), str(root / "proc"), database)
-    (plans / "seed.json").write_text(json.dumps(planner.plan_record(plan, facts, {})))
-    inventory = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-                                  "health_check_nova": False},
-                         "children": {"gpu_hosts": {"hosts": {"seed": {
-                             "passthrough_sysfs_root": str(root / "sys"), "passthrough_procfs_root": str(root / "proc"),
-                             "passthrough_plan_dir": str(plans),
-                             "gpu_health_metrics_dir": str(tmp_path / "textfile")}}}}}}
-    path = tmp_path / "inventory.yml"
-    path.write_text(yaml.safe_dump(inventory))
+    # The devices named from Debian's database, as discovery on the host names them.
+    configured_host(root, plans, "seed", database=pci_ids.load(PCI_IDS))
+    path = write_inventory(tmp_path / "inventory.yml",
+                           {"seed": sandbox_host(root, plans, gpu_health_metrics_dir=str(tmp_path / "textfile"))},
+                           {"health_check_nova": False})
     return root, path
 
 
 def run(inventory, *args):
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
-    proc = subprocess.run(["ansible-playbook", "-i", str(inventory), os.path.join(ROOT, "playbooks", "health.yml"), *args],
-                          capture_output=True, text=True, env=env, timeout=300, cwd=ROOT, check=False)
-    return proc.returncode, proc.stdout + proc.stderr
+    proc = run_playbook("-i", inventory, os.path.join(ROOT, "playbooks", "health.yml"), *args, timeout=300)
+    return proc.returncode, output(proc)
 
 
 def fall_off_the_bus(root, address):

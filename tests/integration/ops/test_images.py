@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.images import gpu_images
-from ogc_testlib import ROOT, enable_compute_service, wait_status
+from ogc_testlib import ROOT, enable_compute_service, output, run_playbook, wait_status
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "helpers"))
 import gpu_image  # noqa: E402  pylint: disable=wrong-import-position
@@ -251,9 +251,8 @@ def test_nvidia_element_on_ubuntu_is_as_before(tmp_path):
 def run_images(compute_cloud, *args):
     env = compute_cloud.env()
     env.pop("ANSIBLE_STDOUT_CALLBACK")
-    proc = subprocess.run(["ansible-playbook", os.path.join(ROOT, "playbooks", "images.yml"), *args],
-                          capture_output=True, text=True, env=env, timeout=600, cwd=ROOT, check=False)
-    return proc.returncode, proc.stdout + proc.stderr
+    proc = run_playbook(os.path.join(ROOT, "playbooks", "images.yml"), *args, env=env)
+    return proc.returncode, output(proc)
 
 
 def test_upload_to_the_test_cloud(compute_cloud, tmp_path):

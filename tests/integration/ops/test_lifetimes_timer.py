@@ -3,25 +3,22 @@
 from __future__ import annotations
 
 import os
-import subprocess
 
 import pytest
 
-from ogc_testlib import ROOT
+from ogc_testlib import ROOT, output, run_playbook
 
 pytestmark = pytest.mark.integration
 UNITS = "etc/systemd/system"
 
 
 def run(root, *args):
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_FORCE_COLOR="0")
-    argv = ["ansible-playbook", os.path.join(ROOT, "playbooks", "lifetimes.yml"),
-            # Timer phase only: no test cloud, no policy run.
-            "-e", "cloud_testcloud_dir=", "-e", "server_lifetimes_enforce=false", "-e", "lifetime_timer=true",
-            "-e", f"lifetime_timer_root={root}", "-e", "cloud_clouds_yaml=/etc/openstack/clouds.yaml", *args]
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, cwd=ROOT, check=False)
-    return proc.returncode, proc.stdout + proc.stderr
+    proc = run_playbook(os.path.join(ROOT, "playbooks", "lifetimes.yml"),
+                        # Timer phase only: no test cloud, no policy run.
+                        "-e", "cloud_testcloud_dir=", "-e", "server_lifetimes_enforce=false", "-e", "lifetime_timer=true",
+                        "-e", f"lifetime_timer_root={root}", "-e", "cloud_clouds_yaml=/etc/openstack/clouds.yaml", *args,
+                        timeout=300)
+    return proc.returncode, output(proc)
 
 
 def test_units_written_then_unchanged_and_check_mode(tmp_path):

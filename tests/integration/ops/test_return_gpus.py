@@ -16,20 +16,14 @@ back; any other outcome is the run's own.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import time
 
 import pytest
-import yaml
 
-from ogc_testlib import ANSIBLE_PLAYBOOK, FIXTURES, ROOT, collection_module, load_source, collection_plugin
+from ogc_testlib import ROOT, configured_host, json_report, run_playbook, sandbox_host, write_inventory
 
 pytestmark = pytest.mark.integration
-mock_sysfs = load_source("mock_sysfs", "scripts/mock_sysfs.py")
-facts_module = collection_module("pci_passthrough_facts")
-planner = collection_plugin("filter", "passthrough_plan")
 
 PLACEMENT = "1.26"
 RC = "CUSTOM_PCI_10DE_1DB4"
@@ -120,41 +114,29 @@ def used_devices(compute_cloud):
 
 def gpu_host(tmp_path, compute_cloud):
     """The sandbox host gpu-seed (hypervisor ogc-gpu-1), its plan file and the inventory; returns (inventory, root)."""
-    root = tmp_path / "gpu-seed"
-    fixture = mock_sysfs.load_fixture(os.path.join(FIXTURES, "seed-v100.yml"))
-    for dev in fixture["devices"]:
-        if dev["address"] == NO_RESET:
-            dev.pop("reset_method")  # the kernel has no usable reset for it: no reset_method, no reset
-    mock_sysfs.build_tree(fixture, str(root))
-    plan = planner.passthrough_plan(facts_module.discover(str(root / "sys"), str(root / "proc")), {}, "gpu-seed")
+    root, plans = tmp_path / "gpu-seed", tmp_path / "plans"
+
+    def no_reset(fixture):
+        for dev in fixture["devices"]:
+            if dev["address"] == NO_RESET:
+                dev.pop("reset_method")  # the kernel has no usable reset for it: no reset_method, no reset
+
+    plan = configured_host(root, plans, "gpu-seed", edit=no_reset)
     assert {s["address"]: s["resettable"] for s in plan["selected"]}.items() >= {RESETTABLE: True,
                                                                                  NO_RESET: False}.items()
-    mock_sysfs.build_tree(fixture, str(root), drivers={a: "vfio-pci" for a in plan["vfio_devices"]})
-    plans = tmp_path / "plans"
-    plans.mkdir()
-    facts = facts_module.discover(str(root / "sys"), str(root / "proc"))
-    (plans / "gpu-seed.json").write_text(json.dumps(planner.plan_record(plan, facts, {})))
-    host = {"passthrough_sysfs_root": str(root / "sys"), "passthrough_procfs_root": str(root / "proc"),
-            "passthrough_plan_dir": str(plans), "passthrough_policy": {}, "nova_hypervisor_hostname": "ogc-gpu-1",
-            # The sandbox is this machine's own directory: the play's become (root on a real host) is not needed.
-            "ansible_become": False}
-    inventory = {"all": {"vars": {"ansible_connection": "local",
-                                  "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-                                  "cloud_name": "ogc-test", "cloud_clouds_yaml": compute_cloud.clouds_yaml},
-                         "children": {"gpu_hosts": {"hosts": {"gpu-seed": host}}}}}
-    path = tmp_path / "inventory.yml"
-    path.write_text(yaml.safe_dump(inventory))
+    # The sandbox is this machine's own directory: the play's become (root on a real host) is not needed.
+    host = sandbox_host(root, plans, passthrough_policy={}, nova_hypervisor_hostname="ogc-gpu-1", ansible_become=False)
+    path = write_inventory(tmp_path / "inventory.yml", {"gpu-seed": host},
+                           {"cloud_name": "ogc-test", "cloud_clouds_yaml": compute_cloud.clouds_yaml})
     return path, root
 
 
 def run(compute_cloud, inventory, *args):
     """ansible-playbook playbooks/return_gpus.yml: (rc, {task name: localhost result}, per-host stats, stdout)."""
-    proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", str(inventory), os.path.join(ROOT, "playbooks", "return_gpus.yml"),
-                           *args], capture_output=True, text=True, env=compute_cloud.env(), timeout=600, cwd=ROOT,
-                          check=False)
-    try:
-        out, _end = json.JSONDecoder().raw_decode(proc.stdout.lstrip())
-    except ValueError:
+    proc = run_playbook("-i", inventory, os.path.join(ROOT, "playbooks", "return_gpus.yml"), *args,
+                        env=compute_cloud.env())
+    out = json_report(proc.stdout)
+    if out is None:
         pytest.fail(f"ansible-playbook printed no JSON (rc {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     results = {task["task"]["name"]: task["hosts"]["localhost"] for play in out["plays"] for task in play["tasks"]
                if "localhost" in task["hosts"]}
