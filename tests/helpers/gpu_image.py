@@ -49,6 +49,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # script (scripts/test.sh's prebuild, bench/gpu_image), where pytest does not put tests/ on the path.
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 import ogc_testlib  # noqa: E402  pylint: disable=wrong-import-position
+import qemu_harness  # noqa: E402  pylint: disable=wrong-import-position
 IMAGE_NAME = "debian-12-nvidia"
 BUILDER = "ogc-image-builder"
 DEMO_OPS = os.path.join(ROOT, "inventory", "demo", "group_vars", "all", "ops.yml")
@@ -384,38 +385,26 @@ def boot(image: str, workdir: str, machine: str = "q35", smp: int = 1, memory_mb
     seed = config_drive(workdir, user_data())
     console, report = os.path.join(workdir, "console.log"), os.path.join(workdir, "report.log")
     port = free_port()
-    cmd = ["qemu-system-x86_64", "-machine", machine, "-accel", "tcg", "-m", str(memory_mb), "-smp", str(smp),
-           "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+    cmd = [*qemu_harness.command(memory_mb, smp=smp, machine=machine),
            "-drive", f"file={overlay},format=qcow2,if=virtio",
            "-drive", f"file={seed},format=raw,if=ide,media=cdrom,readonly=on",
            "-netdev", f"user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:{port}-:22",
            "-device", f"virtio-net-pci,netdev=net0,mac={MAC}",
            "-device", "virtio-rng-pci",
            "-serial", f"file:{console}", "-serial", f"file:{report}"]
-    with open(os.path.join(workdir, "qemu.cmd"), "w", encoding="utf-8") as handle:
-        handle.write(" ".join(cmd) + "\n")
     started = time.monotonic()
-    banner, banner_s = "", None
-    with open(os.path.join(workdir, "qemu.out"), "wb") as qemu_out:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=qemu_out, stderr=subprocess.STDOUT)
-    try:
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                proc.returncode = os.waitstatus_to_exitcode(status)
-                break
-            if time.monotonic() - started > timeout:
-                raise ImageBuildError(f"the guest did not report and power off within {timeout:.0f} s (qemu "
-                                      f"killed); console tail:\n{_tail(console)}")
-            if not banner:
-                banner = ssh_banner(port)
-                banner_s = round(time.monotonic() - started, 1) if banner else None
-            time.sleep(2)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            proc.wait()
-    wall = time.monotonic() - started
+    seen = {"banner": "", "banner_s": None}
+
+    def look_for_ssh():
+        if not seen["banner"]:
+            seen["banner"] = ssh_banner(port)
+            seen["banner_s"] = round(time.monotonic() - started, 1) if seen["banner"] else None
+
+    run = qemu_harness.run_to_poweroff(cmd, timeout, log_dir=workdir, poll=look_for_ssh, interval=2)
+    if run.timed_out:
+        raise ImageBuildError(f"the guest did not report and power off within {timeout:.0f} s (qemu "
+                              f"killed); console tail:\n{qemu_harness.tail(console)}")
+    banner, banner_s, wall = seen["banner"], seen["banner_s"], run.wall_s
     with open(report, encoding="ascii", errors="replace") as handle:
         text = handle.read()
     facts = {}
@@ -426,12 +415,11 @@ def boot(image: str, workdir: str, machine: str = "q35", smp: int = 1, memory_mb
             output = f"(undecodable: {data[:80]})"
         facts[name] = {"rc": int(status_text), "output": output, "uptime_s": float(started_s),
                        "took_s": round(float(ended_s) - float(started_s), 1)}
-    if proc.returncode != 0 or "OGC-REPORT-END" not in text:
-        raise ImageBuildError(f"qemu exited {proc.returncode} after {wall:.0f} s; the guest reported "
-                              f"{sorted(facts) or 'nothing'}; console tail:\n{_tail(console)}")
-    return {"facts": facts, "ssh_banner": banner, "ssh_banner_s": banner_s, "wall_s": round(wall, 1),
-            "cpu_s": round(usage.ru_utime + usage.ru_stime, 1), "console": console, "workdir": workdir,
-            "command": cmd}
+    if run.returncode != 0 or "OGC-REPORT-END" not in text:
+        raise ImageBuildError(f"qemu exited {run.returncode} after {wall:.0f} s; the guest reported "
+                              f"{sorted(facts) or 'nothing'}; console tail:\n{qemu_harness.tail(console)}")
+    return {"facts": facts, "ssh_banner": banner, "ssh_banner_s": banner_s, "wall_s": wall, "cpu_s": run.cpu_s,
+            "console": console, "workdir": workdir, "command": cmd}
 
 
 def main(argv) -> int:

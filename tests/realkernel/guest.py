@@ -100,22 +100,6 @@ def apt_update() -> None:
     _run(["apt-get", "update", "-q"], timeout=300)
 
 
-def ensure_qemu() -> str:
-    """Return the path of qemu-system-x86_64 (Debian's qemu-system-x86, installed by scripts/setup-system.sh)."""
-    found = shutil.which("qemu-system-x86_64")
-    if not found:
-        raise GuestBuildError("qemu-system-x86_64 is not installed: run scripts/setup-system.sh as root (it installs "
-                              "qemu-system-x86 and every other Debian package in requirements/debian-packages.txt)")
-    return found
-    _need_root("installing qemu-system-x86")
-    apt_update()
-    _run(["apt-get", "install", "-y", "-q", "--no-install-recommends", "qemu-system-x86"], timeout=600)
-    found = shutil.which("qemu-system-x86_64")
-    if not found:
-        raise GuestBuildError("apt-get installed qemu-system-x86 but qemu-system-x86_64 is not on PATH")
-    return found
-
-
 def _candidates(packages: list[str]) -> dict:
     """Return {package: {Version, Depends}} of candidate versions from the local apt lists (one call)."""
     try:

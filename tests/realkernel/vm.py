@@ -19,12 +19,11 @@ import io
 import os
 import re
 import shutil
-import subprocess
 import tarfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import qemu_harness
 from realkernel import guest as guestlib
 
 # Appended to every command line under test: the console the harness reads, exit instead of
@@ -98,8 +97,7 @@ def qemu_command(guest: guestlib.Guest, machine: str, cmdline: str, initrd: Path
     if machine not in MACHINES:
         raise ValueError(f"unknown machine {machine!r}; known: {', '.join(MACHINES)}")
     cpu, iommu = MACHINES[machine]
-    cmd = [guestlib.ensure_qemu(), "-machine", "q35", "-accel", "tcg", "-cpu", cpu, "-m", "512", "-smp", "1",
-           "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot"]
+    cmd = qemu_harness.command(512, cpu)
     if iommu:  # the vIOMMU must come before the devices it translates for
         cmd += ["-device", iommu]
     for netdev in NETDEVS:
@@ -138,32 +136,16 @@ def boot(guest: guestlib.Guest, machine: str, args: list[str] | str, workdir: Pa
             with part.open("rb") as src:
                 shutil.copyfileobj(src, out)
     console, capture = workdir / "console.log", workdir / "capture.b64"
-    cmd = qemu_command(guest, machine, cmdline, initrd, console, capture)
-    (workdir / "qemu.cmd").write_text(" ".join(cmd) + "\n")
-    started = time.monotonic()
-    with (workdir / "qemu.out").open("wb") as qemu_out:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=qemu_out, stderr=subprocess.STDOUT)
-    # wait4 on qemu's own pid: its CPU time stays its own even when several guests run side by side.
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            break
-        if time.monotonic() - started > timeout:
-            proc.kill()
-            _, status, usage = os.wait4(proc.pid, 0)
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            raise BootError(f"{machine} guest did not power off within {timeout:.0f} s (qemu killed); "
-                            f"console tail:\n{_tail(console)}")
-        time.sleep(0.1)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    wall = time.monotonic() - started
-    cpu = usage.ru_utime + usage.ru_stime
+    run = qemu_harness.run_to_poweroff(qemu_command(guest, machine, cmdline, initrd, console, capture), timeout,
+                                       log_dir=workdir)
+    if run.timed_out:
+        raise BootError(f"{machine} guest did not power off within {timeout:.0f} s (qemu killed); "
+                        f"console tail:\n{qemu_harness.tail(console)}")
     text = console.read_text(errors="replace") if console.exists() else ""
-    if proc.returncode != 0:
-        qemu_said = (workdir / "qemu.out").read_text(errors="replace").strip()
-        raise BootError(f"qemu exited {proc.returncode}: {qemu_said}\n"
-                        f"console tail:\n{_tail(console)}")
-    result = Boot(machine=machine, cmdline=cmdline, console=text, wall_s=wall, cpu_s=cpu)
+    if run.returncode != 0:
+        raise BootError(f"qemu exited {run.returncode}: {run.output}\n"
+                        f"console tail:\n{qemu_harness.tail(console)}")
+    result = Boot(machine=machine, cmdline=cmdline, console=text, wall_s=run.wall_s, cpu_s=run.cpu_s)
     result.checks = [line.strip() for line in text.splitlines() if line.startswith("RK-CHECK ")]
     match = re.search(r"^RK-CHECK-RESULT (\w+)", text, re.M)
     result.check_result = match.group(1) if match else None
@@ -187,10 +169,6 @@ def unpack_capture(capture: Path, dest: Path, console: str = "") -> Path:
     except (binascii.Error, tarfile.TarError, OSError, EOFError) as exc:
         raise BootError(f"the guest's capture is damaged: {exc}") from None
     return dest
-
-
-def _tail(path: Path, lines: int = 40) -> str:
-    return _tail_text(path.read_text(errors="replace") if path.exists() else "(no console output)", lines)
 
 
 def _tail_text(text: str, lines: int = 40) -> str:

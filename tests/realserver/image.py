@@ -38,7 +38,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
+if str(REPO / "tests") not in sys.path:  # run as a script: the tests' qemu harness beside it
+    sys.path.insert(0, str(REPO / "tests"))
 import cache_dir  # noqa: E402  pylint: disable=wrong-import-position
+import qemu_harness  # noqa: E402  pylint: disable=wrong-import-position
 
 WHAT = "debian-server"
 SUITE = "bookworm"
@@ -263,39 +266,23 @@ def make_disk(disk: Path, tree: Path, root_uuid: str, esp_serial: str) -> None:
           "-E", f"offset={(1 + ESP_MIB) * 1024 * 1024}", str(disk), f"{ROOT_MIB * 1024}k"], timeout=900)
 
 
-def qemu_binary() -> str:
-    found = shutil.which("qemu-system-x86_64")
-    if not found:
-        raise ImageBuildError("qemu-system-x86_64 is not installed: run scripts/setup-system.sh as root")
-    return found
-
-
 def install_boot_loader(disk: Path, kernel: Path, initrd: Path, root_uuid: str, console: Path) -> None:
     """Boot the new disk once with its own kernel and initramfs; systemd runs install-boot.sh, then powers off."""
-    cmd = [qemu_binary(), "-machine", "q35", "-accel", "tcg", "-cpu", "qemu64", "-m", "1024", "-smp", "1",
-           "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+    cmd = [*qemu_harness.command(1024, "qemu64"),
            "-drive", f"file={disk},format=raw,if=virtio", "-serial", f"file:{console}",
            "-kernel", str(kernel), "-initrd", str(initrd),
            "-append", f"root=UUID={root_uuid} ro console=ttyS0,115200n8 no_timer_check mitigations=off init_on_alloc=0 "
                       "systemd.run=/usr/local/sbin/ogc-install-boot "
                       "systemd.run_success_action=poweroff systemd.run_failure_action=poweroff"]
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        said, _ = proc.communicate(timeout=INSTALL_BOOT_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    run = qemu_harness.run_to_poweroff(cmd, INSTALL_BOOT_TIMEOUT)
+    if run.timed_out:
         raise ImageBuildError(f"the boot that installs GRUB did not power off within {INSTALL_BOOT_TIMEOUT:.0f} s "
-                              f"(qemu killed; OGC_SERVER_INSTALL_TIMEOUT raises the limit); console: {_tail(console)}")
+                              f"(qemu killed; OGC_SERVER_INSTALL_TIMEOUT raises the limit); console: "
+                              f"{qemu_harness.tail(console)}")
     text = console.read_text(errors="replace") if console.exists() else ""
-    if proc.returncode != 0 or INSTALLED_MARK not in text:
-        raise ImageBuildError(f"the boot that installs GRUB failed (qemu exit {proc.returncode}: "
-                              f"{said.decode(errors='replace').strip()}); console: {_tail(console)}")
-
-
-def _tail(path: Path, lines: int = 40) -> str:
-    text = path.read_text(errors="replace") if path.exists() else "(no console output)"
-    return "\n".join(text.splitlines()[-lines:])
+    if run.returncode != 0 or INSTALLED_MARK not in text:
+        raise ImageBuildError(f"the boot that installs GRUB failed (qemu exit {run.returncode}: {run.output}); "
+                              f"console: {qemu_harness.tail(console)}")
 
 
 def main(argv: list[str] | None = None) -> int:

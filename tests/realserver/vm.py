@@ -37,6 +37,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:
     sys.path.insert(0, str(HERE.parent))
 
+import qemu_harness  # noqa: E402  pylint: disable=wrong-import-position
 from realkernel import vm as rk  # noqa: E402  pylint: disable=wrong-import-position
 from realserver import image as imagelib  # noqa: E402  pylint: disable=wrong-import-position
 
@@ -65,8 +66,8 @@ def devices() -> list[str]:
 
 
 def qemu_command(state: Path, port: int) -> list[str]:
-    cmd = [imagelib.qemu_binary(), "-machine", "q35", "-accel", "tcg", "-cpu", CPU, "-m", str(MEMORY_MIB),
-           "-smp", "1", "-nodefaults", "-no-user-config", "-display", "none",
+    # A server reboots (the host phase's reboot): qemu keeps running through it.
+    cmd = [*qemu_harness.command(MEMORY_MIB, CPU, reboot=True),
            "-device", IOMMU,  # before the devices it translates for
            "-drive", f"if=pflash,format=raw,unit=0,readonly=on,file={OVMF_CODE}",
            "-drive", f"if=pflash,format=raw,unit=1,file={state / 'OVMF_VARS.fd'}",

@@ -15,6 +15,7 @@ TESTS = Path(__file__).resolve().parents[1]
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
+import qemu_harness  # noqa: E402
 from realserver import image, vm  # noqa: E402
 
 import cache_dir  # noqa: E402  (scripts/, put on the path by realserver.image)
@@ -135,7 +136,7 @@ def test_downloads_of_other_versions_are_pruned(tmp_path):
 # ---- tests/realserver/vm.py ----
 
 def test_the_machine_listens_on_127_0_0_1_only_and_boots_its_disk_through_ovmf(tmp_path, monkeypatch):
-    monkeypatch.setattr(image, "qemu_binary", lambda: "/usr/bin/qemu-system-x86_64")
+    monkeypatch.setattr(qemu_harness, "binary", lambda: "/usr/bin/qemu-system-x86_64")
     cmd = vm.qemu_command(tmp_path, 40022)
     netdevs = [cmd[i + 1] for i, arg in enumerate(cmd) if arg == "-netdev"]
     assert netdevs[0] == "user,id=mgmt,restrict=on,hostfwd=tcp:127.0.0.1:40022-:22"

@@ -20,6 +20,7 @@ TESTS = Path(__file__).resolve().parents[2]
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
+import qemu_harness  # noqa: E402
 from realkernel import guest as guestlib  # noqa: E402
 from realkernel import scenario, vm  # noqa: E402
 
@@ -30,7 +31,7 @@ BAD_ARGS = ["quiet", "amd_iommu=on", "intel_iommu=1", "iommu_pt", "vfio-pci.idz=
 @pytest.fixture(scope="session")
 def realkernel_guest():
     started = time.monotonic()
-    guestlib.ensure_qemu()
+    qemu_harness.binary()
     built = guestlib.build()
     built_s = time.monotonic() - started
     return built, built_s
