@@ -22,7 +22,7 @@ FIXTURES = os.path.join(ROOT, "fixtures", "hosts")
 COLLECTIONS = os.path.join(ROOT, "collections")
 # The collection's own directory (galaxy.yml, plugins/, its ansible-test tests).
 COLLECTION = os.path.join(COLLECTIONS, "ansible_collections", "open_gpu_cloud", "toolkit")
-# The repository's scripts that import the collection (scripts/mock_sysfs.py, scripts/simulate_reboot.py) find it on
+# The repository's scripts that import the collection (scripts/mock_sysfs.py, tests/standins/simulate_reboot.py) find it on
 # PYTHONPATH, as the tests find it through pytest's pythonpath: the environment for running them, and the argv prefix
 # for a command an inventory runs (a reboot's stand-in).
 SCRIPT_ENV = dict(os.environ, PYTHONPATH=COLLECTIONS)
@@ -94,10 +94,10 @@ def json_report(stdout):
 
 
 def reboot_standin(fixture, root):
-    """The argv of a sandbox host's reboot (passthrough_host_reboot_command) in a test: scripts/simulate_reboot.py
+    """The argv of a sandbox host's reboot (passthrough_host_reboot_command) in a test: tests/standins/simulate_reboot.py
     boots FIXTURE's hardware with the configuration under ROOT. It imports the checkout's collection, so it runs with
     that on PYTHONPATH. (Inventories say the same in their own terms: the demo's ``demo_reboot_standin``.)"""
-    return [*WITH_COLLECTION, sys.executable, os.path.join(ROOT, "scripts", "simulate_reboot.py"), str(fixture), str(root)]
+    return [*WITH_COLLECTION, sys.executable, os.path.join(ROOT, "tests", "standins", "simulate_reboot.py"), str(fixture), str(root)]
 
 
 # A host the tests run on this machine: the local connection, the interpreter that runs ansible-playbook.
@@ -132,19 +132,19 @@ def sandbox_host(root, plan_dir, **variables):
 
 def sandbox_host_tools(root, calls, fixture, wrap=None):
     """The host role's tools on a sandbox host, as the tests run them: update-grub by the boot-config stand-in
-    (scripts/simulate_boot_config.py: grub.cfg under ROOT from its GRUB files), update-initramfs recorded
-    (scripts/record_command.py), both logged in CALLS, and the reboot by its stand-in (FIXTURE booted:
+    (tests/standins/simulate_boot_config.py: grub.cfg under ROOT from its GRUB files), update-initramfs recorded
+    (tests/standins/record_command.py), both logged in CALLS, and the reboot by its stand-in (FIXTURE booted:
     reboot_standin). WRAP(tool name): an argv put in front of each (a fault injector), none by default."""
     wrap = wrap or (lambda _name: [])
-    scripts = os.path.join(ROOT, "scripts")
+    standins = os.path.join(ROOT, "tests", "standins")
     return {
         "passthrough_host_root": str(root),
         "passthrough_host_os_family": "Debian",
         "passthrough_host_allow_reboot": True,
         "passthrough_host_boot_config_command": wrap("update-grub") + [
-            sys.executable, os.path.join(scripts, "simulate_boot_config.py"), str(calls), str(root), "update-grub"],
+            sys.executable, os.path.join(standins, "simulate_boot_config.py"), str(calls), str(root), "update-grub"],
         "passthrough_host_initramfs_command": wrap("update-initramfs") + [
-            sys.executable, os.path.join(scripts, "record_command.py"), str(calls), "update-initramfs", "-u", "-k", "all"],
+            sys.executable, os.path.join(standins, "record_command.py"), str(calls), "update-initramfs", "-u", "-k", "all"],
         "passthrough_host_reboot_command": wrap("reboot") + reboot_standin(fixture, root),
     }
 

@@ -26,12 +26,12 @@ def exists(host, rel):
 
 
 def calls(host):
-    """The commands the role ran (recorded by scripts/record_command.py), as argv lists."""
+    """The commands the role ran (recorded by tests/standins/record_command.py), as argv lists."""
     return recorded_calls(state(host) / "calls.jsonl")
 
 
 def recorded_calls(log):
-    """The commands recorded in a log of scripts/record_command.py, as argv lists (none without a log)."""
+    """The commands recorded in a log of tests/standins/record_command.py, as argv lists (none without a log)."""
     if not log.exists():
         return []
     entries = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
@@ -43,7 +43,7 @@ def reboots(host):
 
 
 def simulated_reboots(sandbox_root):
-    """The kernel lines of the reboots scripts/simulate_reboot.py made in a sandbox root."""
+    """The kernel lines of the reboots tests/standins/simulate_reboot.py made in a sandbox root."""
     path = sandbox_root / ".simulated-reboots"
     return path.read_text().splitlines() if path.exists() else []
 

@@ -1,6 +1,6 @@
 """playbooks/host.yml on several simulated GPU hosts (sandbox roots from fixtures/hosts/*.yml): the reboots go
 in waves, a canary first, at most passthrough_rollout_reboot_batch at a time, as the reboot command's own
-timestamps show (scripts/timed_command.py); a canary that fails verification stops the rollout. Two slices of one
+timestamps show (tests/standins/timed_command.py); a canary that fails verification stops the rollout. Two slices of one
 fleet run at once (as AWX job slicing runs them) share the fleet-wide reboot slots: together they stay within the
 batch, and a slice's failed canary stops the other slice."""
 
@@ -20,7 +20,7 @@ fleet = load_source("fleet_inventory", os.path.join("tests", "helpers", "fleet",
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import identity as ident
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import backend as be
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import slots as slots_api
-# The reboots' own timestamps (scripts/timed_command.py) and how many overlapped: tests/helpers/fleet/fleet_slices.py's reading.
+# The reboots' own timestamps (tests/standins/timed_command.py) and how many overlapped: tests/helpers/fleet/fleet_slices.py's reading.
 _slices = load_source("fleet_slices", os.path.join("tests", "helpers", "fleet", "fleet_slices.py"))
 reboots, most_at_once = _slices.reboots, _slices.most_at_once
 PLAYBOOK = os.path.join(ROOT, "tests", "helpers", "fleet", "plan_host.yml")
@@ -78,7 +78,7 @@ def test_failing_canary_stops_the_rollout(tmp_path):
     os.makedirs(os.path.dirname(host_vars))
     with open(host_vars, "w", encoding="utf-8") as handle:
         yaml.safe_dump({"passthrough_host_reboot_command": [
-            "{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/scripts/timed_command.py",
+            "{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/tests/standins/timed_command.py",
             "{{ fleet_reboot_log }}", "{{ inventory_hostname }}", "--"]}, handle)
     rc, out = run(inventory)
     assert rc != 0
@@ -120,7 +120,7 @@ def test_a_slice_s_failed_canary_stops_the_other_slice(tmp_path):
     os.makedirs(os.path.dirname(host_vars))
     with open(host_vars, "w", encoding="utf-8") as handle:  # a reboot that changes nothing: the verification fails
         yaml.safe_dump({"passthrough_host_reboot_command": [
-            "{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/scripts/timed_command.py",
+            "{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/tests/standins/timed_command.py",
             "{{ fleet_reboot_log }}", "{{ inventory_hostname }}", "--"]}, handle)
     # The order, without timing luck: this test holds the only slot (a live run: this process, under a lease of its
     # own) until both slices wait for it (so both runs started before the failure), then hands it to gpu-001, which

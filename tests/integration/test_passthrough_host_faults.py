@@ -27,7 +27,6 @@ from etcd_server import EtcdServer  # noqa: E402  pylint: disable=wrong-import-p
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-HELPERS = REPO / "tests" / "helpers"
 PY = sys.executable
 SUSHY_PY = os.environ.get("OGC_SUSHY_PYTHON") or PY
 
@@ -155,7 +154,7 @@ def bmc(tmp_path_factory):
     port = free_port()
     log = open(workdir / "bmc.log", "w", encoding="utf-8")  # pylint: disable=consider-using-with
     proc = subprocess.Popen(  # pylint: disable=consider-using-with
-        [SUSHY_PY, str(HELPERS / "redfish_emulator.py"), "--dir", str(workdir), "--port", str(port),
+        [SUSHY_PY, str(REPO / "tests" / "standins" / "redfish_emulator.py"), "--dir", str(workdir), "--port", str(port),
          "--user", "ogc-admin", "--password", "right-password", "--lifetime", "2400"],
         stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 60

@@ -78,7 +78,7 @@ def hung_cloud(tmp_path, endpoint):
     return str(clouds)
 
 
-REBOOT = ["{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/scripts/timed_command.py", "{{ fleet_reboot_log }}",
+REBOOT = ["{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/tests/standins/timed_command.py", "{{ fleet_reboot_log }}",
           "{{ inventory_hostname }}", "--"]
 
 CASES = {

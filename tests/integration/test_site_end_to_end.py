@@ -89,7 +89,7 @@ class Demo:
             # The implicit localhost (kolla, cloud) finds the demo directory through ogc_kolla_demo_dir, and
             # kolla's test stand-ins through the repository, not through the demo directory.
             "ogc_kolla_demo_dir": str(self.dir / "kolla"),
-            "kolla_deploy_action_plugins": [os.path.join(ROOT, "tests", "integration", "nova", "kolla_standins")],
+            "kolla_deploy_action_plugins": [os.path.join(ROOT, "tests", "standins", "kolla")],
         }))
         self.cloud = TestCloudHandle(self.dir / "cloud")
         self.timings = {}
@@ -239,8 +239,8 @@ def test_summary_figures_are_the_plans(demo):
 # The runs of this file are idempotent, so what is read here is the same whichever of them ran last.
 
 class Sandbox:
-    """A demo host's sandbox root, the commands the role ran there (scripts/record_command.py) and its
-    simulated reboots (scripts/simulate_reboot.py).
+    """A demo host's sandbox root, the commands the role ran there (tests/standins/record_command.py) and its
+    simulated reboots (tests/standins/simulate_reboot.py).
 
     The readings are molecule/shared/sandbox.py's; only the demo's layout stays here (hosts/<host> and its calls
     log beside it, read on this machine, not through a testinfra host), and grub_line, which holds the variable

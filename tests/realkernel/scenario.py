@@ -51,7 +51,7 @@ def plan(facts: dict, host: str) -> dict:
 
 def seed_sandbox(sandbox: Path, vendor: str) -> None:
     """The cloud image's boot files, the IOMMU switched off in its drop-in, and the grub.cfg the image's
-    build generated from them (scripts/simulate_boot_config.py, as update-grub)."""
+    build generated from them (tests/standins/simulate_boot_config.py, as update-grub)."""
     shutil.copytree(DISTRO, sandbox, dirs_exist_ok=True)
     drop_in = sandbox / DROP_IN
     drop_in.write_text(drop_in.read_text().replace('console=ttyS0"', 'console=ttyS0 %s"' % INITIAL_OFF[vendor]))
@@ -60,7 +60,7 @@ def seed_sandbox(sandbox: Path, vendor: str) -> None:
 
 def boot_config_command(sandbox: Path) -> list[str]:
     """The stand-in for update-grub: generates sandbox/boot/grub/grub.cfg from the sandbox's GRUB files."""
-    return [sys.executable, str(REPO / "scripts" / "simulate_boot_config.py"), str(sandbox.parent / "boot-config.jsonl"),
+    return [sys.executable, str(REPO / "tests" / "standins" / "simulate_boot_config.py"), str(sandbox.parent / "boot-config.jsonl"),
             str(sandbox), "update-grub"]
 
 

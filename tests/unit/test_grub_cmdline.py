@@ -310,10 +310,10 @@ STATE = "/var/lib/open-gpu-cloud/passthrough_host.json"
 
 
 def generate(root):
-    """What update-grub makes of the files (scripts/simulate_boot_config.py, the sandboxes' stand-in)."""
+    """What update-grub makes of the files (tests/standins/simulate_boot_config.py, the sandboxes' stand-in)."""
     (root / "proc").mkdir(exist_ok=True)
     (root / "proc/cmdline").write_text("BOOT_IMAGE=/boot/vmlinuz root=/dev/sda1 ro quiet\n")
-    subprocess.run([sys.executable, str(REPO / "scripts" / "simulate_boot_config.py"), str(root / "calls.jsonl"), str(root),
+    subprocess.run([sys.executable, str(REPO / "tests" / "standins" / "simulate_boot_config.py"), str(root / "calls.jsonl"), str(root),
                     "update-grub"], check=True)
 
 

@@ -135,17 +135,17 @@ def fixture_of(rep: dict) -> dict:
 
 
 def simulated_boot_line(tmp: Path, rep: dict) -> list[str]:
-    """scripts/simulate_boot_config.py (update-grub's stand-in) on the server's GRUB files and running command
+    """tests/standins/simulate_boot_config.py (update-grub's stand-in) on the server's GRUB files and running command
     line: the default entry's line it generates, read like the real one."""
     root = tmp / "grub-root"
     write_tree(root, {p: t for p, t in rep["files"].items() if p.startswith("/etc/default/grub")}, rep["cmdline"])
-    subprocess.run([sys.executable, str(REPO / "scripts" / "simulate_boot_config.py"), str(tmp / "calls.jsonl"),
+    subprocess.run([sys.executable, str(REPO / "tests" / "standins" / "simulate_boot_config.py"), str(tmp / "calls.jsonl"),
                     str(root), "update-grub"], check=True, capture_output=True, text=True)
     return grub_default_line({"/boot/grub/grub.cfg": (root / "boot" / "grub" / "grub.cfg").read_text()})
 
 
 def simulated_reboot(tmp: Path, booted_from: dict, configured: dict) -> tuple[list[str], dict]:
-    """scripts/simulate_reboot.py (the reboot's stand-in) on a sandbox of the server as ``booted_from`` showed it,
+    """tests/standins/simulate_reboot.py (the reboot's stand-in) on a sandbox of the server as ``booted_from`` showed it,
     holding the files the host phase wrote as ``configured`` shows them: the command line and the drivers it
     says the next boot gets."""
     root = tmp / "reboot-root"

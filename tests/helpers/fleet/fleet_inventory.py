@@ -6,9 +6,9 @@ Usage: tests/helpers/fleet/fleet_inventory.py N DIR [--batch B] [--hold SECONDS]
 
 DIR/inventory/hosts.yml and group_vars: hosts gpu-001..gpu-N cycling over the fixtures (default the demo's
 three: seed-v100, intel-pre-iommu, consumer-rtx; each needs a reboot on the first run), state under DIR/state
-(sandbox roots, plans, call logs). The reboot goes through scripts/timed_command.py, which records each
+(sandbox roots, plans, call logs). The reboot goes through tests/standins/timed_command.py, which records each
 reboot's start and end in DIR/state/reboots.jsonl and holds for --hold seconds (a reboot takes time: the
-overlap of the waves shows in the timestamps), then runs scripts/simulate_reboot.py.
+overlap of the waves shows in the timestamps), then runs tests/standins/simulate_reboot.py.
 """
 
 import argparse
@@ -60,10 +60,10 @@ def build(count, directory, batch=1, hold=0.0, fixtures=None, interpreter="{{ an
         "passthrough_plan_dir": "{{ ogc_demo_dir }}/plans",
         "passthrough_rollout_reboot_batch": batch,
         "fleet_reboot_log": "{{ ogc_demo_dir }}/reboots.jsonl",
-        # The demo's reboot stand-in, through scripts/timed_command.py: each reboot's start and end in the log, held
+        # The demo's reboot stand-in, through tests/standins/timed_command.py: each reboot's start and end in the log, held
         # HOLD seconds.
         "passthrough_host_reboot_command": (
-            "{{ [ansible_playbook_python, ogc_repo_dir ~ '/scripts/timed_command.py', fleet_reboot_log, "
+            "{{ [ansible_playbook_python, ogc_repo_dir ~ '/tests/standins/timed_command.py', fleet_reboot_log, "
             f"inventory_hostname, '--hold', '{hold}', '--'] + demo_reboot_standin }}}}"),
         # The GPU hosts' own interpreter (the control host's tasks, delegated ones included, keep the default).
         "ansible_python_interpreter": interpreter,

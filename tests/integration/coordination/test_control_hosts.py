@@ -5,7 +5,7 @@ a machine id of its own (bind-mounted over /etc/machine-id), a host name, a PID 
 by its own digests, cannot see the other's processes, and dies whole (its lease keeper with it) when its namespace's
 first process is killed. They share no file of the product: each has its own plan directory; the reboot slots and
 the stop record are on etcd alone (passthrough_rollout_coordination_url). The GPU hosts are sandbox roots, each run
-by one control host; the reboots' own timestamps (scripts/timed_command.py) are the test's watch.
+by one control host; the reboots' own timestamps (tests/standins/timed_command.py) are the test's watch.
 
 * both run at once: never more hosts rebooting than one wave;
 * one is killed mid-wave (the whole control host): its slot frees itself when its lease runs out, and the other
@@ -133,7 +133,7 @@ def test_a_control_host_killed_mid_wave_frees_its_slot_when_its_lease_runs_out(e
     os.makedirs(os.path.dirname(slow))
     with open(slow, "w", encoding="utf-8") as handle:
         yaml.safe_dump({"passthrough_host_reboot_command": [
-            "{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/scripts/timed_command.py", "{{ fleet_reboot_log }}",
+            "{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/tests/standins/timed_command.py", "{{ fleet_reboot_log }}",
             "{{ inventory_hostname }}", "--hold", "600", "--", "true"]}, handle)
     logs = [os.path.join(directory, f"control-{n}.log") for n in (1, 2)]
     first = start(controls[0], 1, logs[0])
@@ -169,7 +169,7 @@ def test_the_service_stopped_mid_wave_starts_no_reboot_fails_naming_it_and_leave
         # The fleet's timed reboot stand-in, held until the test opens the gate.
         wait = f'while [ ! -e {gate} ]; do sleep 0.2; done; exec "$@"'
         yaml.safe_dump({"passthrough_host_reboot_command": (
-            "{{ [ansible_playbook_python, ogc_repo_dir ~ '/scripts/timed_command.py', fleet_reboot_log, "
+            "{{ [ansible_playbook_python, ogc_repo_dir ~ '/tests/standins/timed_command.py', fleet_reboot_log, "
             f"inventory_hostname, '--', 'sh', '-c', '{wait}', 'reboot'] + demo_reboot_standin }}}}")}, handle)
     logs = [os.path.join(directory, f"control-{n}.log") for n in (1, 2)]
     first = start(controls[0], 1, logs[0])

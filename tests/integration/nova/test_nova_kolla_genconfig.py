@@ -67,7 +67,7 @@ def rendered(tmp_path_factory):
             "enable_haproxy": False,
             "node_config_directory": str(tmp / "node") + "/{{ '{{' }} inventory_hostname {{ '}}' }}"},
         "kolla_deploy_genconfig_tags": ["nova", "nova-cell"],
-        "kolla_deploy_action_plugins": [str(HERE / "kolla_standins")],
+        "kolla_deploy_action_plugins": [str(ROOT / "tests" / "standins" / "kolla")],
         "kolla_deploy_stream_to_tty": False})
     assert rc == 0, out + (tmp / "logs/genconfig.log").read_text()[-3000:]
     assert "deploying containers is skipped because no container engine is available" in out

@@ -174,7 +174,7 @@ def test_failed_verification_leaves_the_service_disabled(compute_cloud, empty_ho
     admin = empty_host["admin"]
     # The "reboot" changes nothing, so the verification finds the old kernel command line and drivers.
     inv = inventory(tmp_path, compute_cloud, passthrough_host_reboot_command=[
-        "{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/scripts/timed_command.py", "{{ fleet_reboot_log }}",
+        "{{ ansible_playbook_python }}", "{{ ogc_repo_dir }}/tests/standins/timed_command.py", "{{ fleet_reboot_log }}",
         "{{ inventory_hostname }}", "--"])
     proc = start(inv)
     out, _ = proc.communicate(timeout=600)

@@ -9,7 +9,7 @@ scenarios, the fault tests and the demo inventory); never on a real host. What i
 models, from the files under ROOT and the fixture (fixtures/hosts/*.yml format, scripts/mock_sysfs.py):
 
 - the kernel command line: what the boot loader reads, i.e. what the boot-config tool generated
-  (scripts/simulate_boot_config.py in the sandboxes): the first menu entry's `linux` line of
+  (tests/standins/simulate_boot_config.py in the sandboxes): the first menu entry's `linux` line of
   ROOT/boot/grub/grub.cfg, or the first kernel entry of ROOT/boot/loader/entries (BLS, as grubby sorts
   them: highest version first). Without either, the boot configuration was never generated and the host
   boots with the line it booted with before (ROOT/proc/cmdline): editing /etc/default/grub alone changes
@@ -35,7 +35,7 @@ import uuid
 
 import yaml
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _spec = importlib.util.spec_from_file_location("mock_sysfs", os.path.join(REPO, "scripts", "mock_sysfs.py"))
 mock_sysfs = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(mock_sysfs)

@@ -15,7 +15,7 @@ import sys
 
 def record(log, name, args):
     """Append the call to LOG; 1 (after printing the failure) when fail-NAME exists next to LOG, else 0.
-    scripts/simulate_boot_config.py records through this too."""
+    tests/standins/simulate_boot_config.py records through this too."""
     fail = os.path.join(os.path.dirname(os.path.abspath(log)), "fail-" + name)
     if os.path.exists(fail):
         with open(fail, encoding="utf-8") as handle:
