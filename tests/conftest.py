@@ -79,14 +79,14 @@ def pytest_configure(config):  # pylint: disable=unused-argument
 # bench/README.md, "Test command, stage by stage"); the rest keep pytest's own order.
 SHARED_FIXTURE_GROUPS = ("compute_cloud", "testcloud")
 SLOWEST_FIRST = (
-    "tests/integration/test_site_end_to_end.py",
+    "tests/integration/site/test_site_end_to_end.py",
     "compute_cloud",
     "tests/integration/ops/test_gpu_image.py",
     "tests/integration/realkernel/test_realkernel_scenario.py",
-    "tests/integration/test_fleet_waves.py",
-    "tests/integration/test_passthrough_host_faults.py",
+    "tests/integration/rollout/test_fleet_waves.py",
+    "tests/integration/host/test_passthrough_host_faults.py",
     "tests/integration/nova/test_nova_kolla_genconfig.py",
-    "tests/integration/test_example_inventories.py",
+    "tests/integration/site/test_example_inventories.py",
     "testcloud",
 )
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A simulated fleet run as AWX job slicing runs it, beside the same fleet run unsliced, and the results compared
-(tests/helpers/fleet/fleet_slices.py does it and says how; tests/integration/test_fleet_slices.py runs it on a
+(tests/helpers/fleet/fleet_slices.py does it and says how; tests/integration/rollout/test_fleet_slices.py runs it on a
 small fleet).
 
 Usage: PYTHONPATH=collections bench/fleet/slices.py [--hosts 24] [--slices 3] [--batch 25%] [--hold 0] [--workdir /tmp/ogc-slices]

@@ -1,5 +1,5 @@
 """An Intel host with a hand-edited GRUB line (custom args, single quotes, an old vfio-pci.ids, intel_iommu=off)
--> simulated reboot -> verified. (The demo's Intel host before its IOMMU is on: tests/integration/test_site_end_to_end.py.)"""
+-> simulated reboot -> verified. (The demo's Intel host before its IOMMU is on: tests/integration/site/test_site_end_to_end.py.)"""
 
 import sys
 from pathlib import Path

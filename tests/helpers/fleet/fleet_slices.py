@@ -1,5 +1,5 @@
 """A simulated fleet run as AWX job slicing runs it, beside the same fleet run unsliced, and the results compared:
-the core of bench/fleet/slices.py (the benchmark's command line), which tests/integration/test_fleet_slices.py
+the core of bench/fleet/slices.py (the benchmark's command line), which tests/integration/rollout/test_fleet_slices.py
 runs on a small fleet.
 
 Two fleets of N simulated GPU hosts are built alike (fleet_inventory.py here), in WORKDIR/unsliced and

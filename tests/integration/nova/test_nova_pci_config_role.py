@@ -1,7 +1,7 @@
 """Role nova_pci_config through playbooks/nova.yml: write, idempotence, check mode, diff,
 operator overrides kept, conflicts, PCI in Placement (on by default, pool-only for a release without it, never
 turned off again) and its refusals with clear errors. The scheduler side against a real Placement is proven in
-tests/integration/test_site_end_to_end.py."""
+tests/integration/site/test_site_end_to_end.py."""
 
 import json
 

@@ -28,7 +28,7 @@ from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.nova import
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci.alias import alias_name_error
 
 # Nova 2026.1 (nova 33.x) default of [filter_scheduler] enabled_filters, read from
-# nova.conf.scheduler.filter_scheduler_opts; tests/unit/test_nova_pci.py compares it with Nova's
+# nova.conf.scheduler.filter_scheduler_opts; tests/unit/nova/test_nova_pci.py compares it with Nova's
 # own value whenever the OpenStack venv is available.
 NOVA_DEFAULT_ENABLED_FILTERS = (
     "ComputeFilter",

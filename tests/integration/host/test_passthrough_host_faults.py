@@ -21,12 +21,12 @@ import yaml
 from ogc_testlib import (SCRIPT_ENV, ansible_env, json_report, reboot_standin, run_playbook, sandbox_host, sandbox_host_tools,
                          write_inventory)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "helpers"))
 from etcd_server import EtcdServer  # noqa: E402  pylint: disable=wrong-import-position
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PY = sys.executable
 SUSHY_PY = os.environ.get("OGC_SUSHY_PYTHON") or PY
 

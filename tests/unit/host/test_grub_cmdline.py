@@ -19,7 +19,7 @@ from ansible.module_utils.common.text.converters import to_bytes
 
 from ogc_testlib import collection_module
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DISTROS = REPO / "fixtures" / "distros"
 gc = collection_module("grub_cmdline")
 

@@ -11,7 +11,7 @@ import yaml
 
 from ogc_testlib import ansible_env, run_playbook, write_inventory
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 COLLECTION = ROOT / "collections" / "ansible_collections" / "open_gpu_cloud" / "toolkit"
 RUNTIME = COLLECTION / "meta" / "runtime.yml"
 CLOUDS = """\

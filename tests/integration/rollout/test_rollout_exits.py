@@ -3,7 +3,7 @@
 and never answers the drain, a reboot command that fails or outlasts its timeout, a verification that fails after
 the reboot - leaves no lock on the host, no slot and no lease on the coordination backend (the run's keeper revokes
 it as the run ends), and a stop record where it held a slot. The refusals of the first play are the faults test's
-(tests/integration/test_passthrough_host_faults.py, every host's lock given back); a coordination service that is
+(tests/integration/host/test_passthrough_host_faults.py, every host's lock given back); a coordination service that is
 gone is tests/integration/coordination/test_control_hosts.py's."""
 
 from __future__ import annotations

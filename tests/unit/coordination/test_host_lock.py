@@ -1,7 +1,7 @@
 """The host phase's lock on the GPU host: plugins/module_utils/coordination/host_lock.py's HOST_SCRIPT (taken, renewed,
 released, taken over only as judged, under a flock on the host, paths checked) and ``exchange``, the lease rules
 the action plugin applies to what the host reports. Real runs that overlap or die are in
-tests/integration/test_passthrough_host_runs.py."""
+tests/integration/host/test_passthrough_host_runs.py."""
 
 import json
 import multiprocessing

@@ -10,7 +10,7 @@ from ansible.errors import AnsibleFilterError
 
 from ogc_testlib import collection_plugin, openstack_python
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 nova_pci = collection_plugin("filter", "nova_pci")
 
 BEGIN = "# BEGIN open-gpu-cloud nova_pci"

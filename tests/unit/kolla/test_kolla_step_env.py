@@ -3,7 +3,7 @@
 Under ansible-runner (AWX, Automation Platform) the job's environment points the stdout callback at ansible-runner's
 event writer and the fact cache at the job's artifacts. kolla-ansible, started by the role inside that job, is an
 Ansible run of its own: with those settings its events joined the job's, and it read the job's cached partial facts
-as gathered ones, skipped gathering, and failed on ansible_facts.nodename (tests/integration/test_site_end_to_end.py
+as gathered ones, skipped gathering, and failed on ansible_facts.nodename (tests/integration/site/test_site_end_to_end.py
 found it). roles/kolla_deploy/files/run-kolla-step.sh starts kolla-ansible without them; the environment here is the
 one ansible-runner itself prepares, so a setting a new ansible-runner adds is seen.
 """

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 RAW_LOGS = os.path.join(ROOT, "bench", "raw_logs.py")
 # What a benchmark directory holds in git: its scripts and the README with the figures.
 SUMMARY_AND_CODE = (".md", ".py", ".sh", ".yml")

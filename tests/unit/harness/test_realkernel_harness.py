@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-TESTS = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parents[2]
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 

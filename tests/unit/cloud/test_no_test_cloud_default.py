@@ -4,7 +4,7 @@ inventory's cloud_name (the demo's is ogc-test), never a default of the code."""
 import glob
 import os
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 TEST_CLOUD = "ogc-test"
 
 
