@@ -123,6 +123,30 @@ def write_inventory(path, gpu_hosts, all_vars=None, groups=None, hosts=None, loc
     return path
 
 
+# The fixture hosts the plan and report playbooks' tests plan (fixtures/hosts): an AMD V100 server, an Intel host
+# before its IOMMU is on, and two GPUs of one model beside the console's.
+FIXTURE_HOSTS = {"seed": "seed-v100", "intel": "intel-pre-iommu", "twin": "console-twin"}
+
+
+def fixture_inventory(tmp_path, fixture_host, extra_host_vars=None, fixtures=None):
+    """FIXTURES (FIXTURE_HOSTS by default: {host: fixture}) as local hosts, their trees built by the session's
+    ``fixture_host``; EXTRA_HOST_VARS ({host: variables}) on top. Their plan directory is tmp_path/plans (never the
+    site default under /var/lib, group_vars/all/main.yml); tests name it again with -e where they read it."""
+    hosts = {}
+    for host, fixture in (fixtures or FIXTURE_HOSTS).items():
+        root = fixture_host(fixture)
+        hosts[host] = {"passthrough_sysfs_root": f"{root}/sys", "passthrough_procfs_root": f"{root}/proc",
+                       **(extra_host_vars or {}).get(host, {})}
+    return write_inventory(pathlib.Path(tmp_path) / "inventory.yml", hosts,
+                           {"passthrough_plan_dir": str(pathlib.Path(tmp_path) / "plans")})
+
+
+def project_playbook(inventory, *args, playbook="plan.yml", timeout=300):
+    """The project's playbooks/PLAYBOOK on INVENTORY: (rc, stdout then stderr)."""
+    proc = run_playbook("-i", inventory, os.path.join(ROOT, "playbooks", playbook), *args, timeout=timeout)
+    return proc.returncode, output(proc)
+
+
 def sandbox_host(root, plan_dir, **variables):
     """The variables of a GPU host simulated in the sandbox ROOT (its sys/ and proc/ as scripts/mock_sysfs.py builds
     them): the plan role reads the hardware there and keeps the plan in PLAN_DIR; VARIABLES on top."""

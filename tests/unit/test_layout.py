@@ -48,3 +48,17 @@ def test_the_readme_names_every_folder():
         assert f"`{folder}/`" in readme or f"integration/{folder}/" in readme, folder
     for concern in CONCERNS:
         assert f"`{concern}`" in readme, concern
+
+
+def test_a_test_imports_another_test_file_only_from_its_own_folder():
+    """pytest puts each test file's folder on the path: an import of a test file in another folder works only by
+    the order in which the folders were collected. Shared helpers go to tests/ogc_testlib.py instead."""
+    wrong = []
+    for top in ("unit", "integration"):
+        for path in test_files(top):
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if line.startswith(("from test_", "import test_")):
+                    name = line.split()[1].split(".")[0]
+                    if not (path.parent / f"{name}.py").is_file():
+                        wrong.append(f"{path.relative_to(TESTS)}: {line.strip()}")
+    assert not wrong, wrong

@@ -9,34 +9,19 @@ import tarfile
 import pytest
 import yaml
 
-from ogc_testlib import PCI_IDS, ROOT, output, recap, run_playbook, words, write_inventory
+from ogc_testlib import (FIXTURE_HOSTS, PCI_IDS, ROOT, fixture_inventory, output, project_playbook, recap, run_playbook,
+                         words, write_inventory)
 
 pytestmark = pytest.mark.integration
-HOSTS = {"seed": "seed-v100", "intel": "intel-pre-iommu", "twin": "console-twin"}
+HOSTS = FIXTURE_HOSTS
 # The plan files' test also plans a GPU that shares its group with its own functions only.
 PLAN_HOSTS = {**HOSTS, "shared": "shared-group"}
-
-
-def fixture_inventory(tmp_path, fixture_host, extra_host_vars=None, fixtures=None):
-    """The fixture hosts as local hosts; their plan directory is tmp_path/plans (never the site default under /var/lib,
-    group_vars/all/main.yml), and tests name it again with -e where they read it."""
-    hosts = {}
-    for host, fixture in (fixtures or HOSTS).items():
-        root = fixture_host(fixture)
-        hosts[host] = {"passthrough_sysfs_root": f"{root}/sys", "passthrough_procfs_root": f"{root}/proc"}
-        hosts[host].update((extra_host_vars or {}).get(host, {}))
-    return write_inventory(tmp_path / "inventory.yml", hosts, {"passthrough_plan_dir": str(tmp_path / "plans")})
-
-
-def run(inventory, *args, playbook="plan.yml"):
-    proc = run_playbook("-i", inventory, os.path.join(ROOT, "playbooks", playbook), *args, timeout=300)
-    return proc.returncode, output(proc)
 
 
 def test_plan_files_and_report(tmp_path, fixture_host):
     inventory = fixture_inventory(tmp_path, fixture_host, fixtures=PLAN_HOSTS)
     plans = tmp_path / "plans"
-    rc, out = run(inventory, "-e", f"passthrough_plan_dir={plans}")
+    rc, out = project_playbook(inventory, "-e", f"passthrough_plan_dir={plans}")
     assert rc == 0, out
     seed = json.loads((plans / "seed.json").read_text())
     assert [s["address"] for s in seed["plan"]["selected"]] == ["0000:27:00.0", "0000:44:00.0", "0000:a3:00.0", "0000:c3:00.0"]
@@ -58,7 +43,7 @@ def test_plan_files_and_report(tmp_path, fixture_host):
         "ASPEED" in out
     assert os.path.realpath(seed["facts"]["pci_ids"]) == os.path.realpath(PCI_IDS)
     # A second run changes nothing.
-    rc, out = run(inventory, "-e", f"passthrough_plan_dir={plans}")
+    rc, out = project_playbook(inventory, "-e", f"passthrough_plan_dir={plans}")
     assert rc == 0, out
     assert {host: r["changed"] for host, r in recap(out).items()} == {host: 0 for host in PLAN_HOSTS}, out
 
@@ -91,7 +76,7 @@ def test_the_loader_says_it_read_the_plan_file(tmp_path, fixture_host):
     """A plan made by an earlier run is read from its file, and the loader says so (passthrough_plan_source)."""
     inventory = fixture_inventory(tmp_path, fixture_host)
     plans = tmp_path / "plans"
-    rc, out = run(inventory, "-e", f"passthrough_plan_dir={plans}", "-e", "passthrough_show_report=false")
+    rc, out = project_playbook(inventory, "-e", f"passthrough_plan_dir={plans}", "-e", "passthrough_show_report=false")
     assert rc == 0, out
     playbook = tmp_path / "load.yml"
     playbook.write_text(yaml.safe_dump([
@@ -112,7 +97,7 @@ def test_the_loader_says_it_read_the_plan_file(tmp_path, fixture_host):
 
 def test_bad_policy_names_host_key_and_fix(tmp_path, fixture_host):
     inventory = fixture_inventory(tmp_path, fixture_host, {"seed": {"passthrough_policy": {"exclude": ["0000:99:00.0"]}}})
-    rc, out = run(inventory, "--limit", "seed")
+    rc, out = project_playbook(inventory, "--limit", "seed")
     assert rc != 0
     assert "passthrough_plan: host seed: passthrough_policy.exclude names 0000:99:00.0, which does not exist" in out
     assert "lspci -D" in out and "Traceback" not in out
@@ -122,7 +107,7 @@ def test_policy_ids_yaml_made_numbers_are_refused_by_preflight(tmp_path, fixture
     # vendors: [0x10de] unquoted: YAML makes it the integer 4318.
     inventory = fixture_inventory(tmp_path, fixture_host, {"seed": {"passthrough_policy": {"vendors": [0x10de]}}})
     assert "- 4318" in inventory.read_text()
-    rc, out = run(inventory, "--limit", "seed")
+    rc, out = project_playbook(inventory, "--limit", "seed")
     assert rc != 0
     assert "passthrough_plan: host seed: passthrough_policy.vendors entry 4318 is a number" in out
     assert "quote it" in out and "Check the passthrough policy's keys and types" in out
@@ -132,7 +117,7 @@ def test_policy_ids_yaml_made_numbers_are_refused_by_preflight(tmp_path, fixture
 def test_relative_root_and_bad_policy_are_reported_together(tmp_path, fixture_host):
     inventory = fixture_inventory(tmp_path, fixture_host, {"seed": {"passthrough_sysfs_root": "captured/sys",
                                                                   "passthrough_policy": {"vendors": [0x10de]}}})
-    rc, out = run(inventory, "--limit", "seed")
+    rc, out = project_playbook(inventory, "--limit", "seed")
     assert rc != 0 and "Traceback" not in out
     assert "Host seed: passthrough_sysfs_root (captured/sys) and passthrough_procfs_root (" in out
     assert "must be absolute paths, e.g. /sys and /proc" in out
@@ -143,7 +128,7 @@ def test_policy_quoted_false_stays_false(tmp_path, fixture_host):
     plans = tmp_path / "plans"
     inventory = fixture_inventory(tmp_path, fixture_host, {"seed": {"passthrough_policy": {"allow_unsafe_interrupts": "false"}}})
     assert "allow_unsafe_interrupts: 'false'" in inventory.read_text()
-    rc, out = run(inventory, "--limit", "seed", "-e", f"passthrough_plan_dir={plans}")
+    rc, out = project_playbook(inventory, "--limit", "seed", "-e", f"passthrough_plan_dir={plans}")
     assert rc == 0, out
     plan = json.loads((plans / "seed.json").read_text())["plan"]
     assert "vfio_iommu_type1.allow_unsafe_interrupts=1" not in plan["kernel_args"]
@@ -152,7 +137,7 @@ def test_policy_quoted_false_stays_false(tmp_path, fixture_host):
 
 def test_missing_sysfs_root_names_the_variable(tmp_path, fixture_host):
     inventory = fixture_inventory(tmp_path, fixture_host, {"intel": {"passthrough_sysfs_root": str(tmp_path / "missing")}})
-    rc, out = run(inventory, "--limit", "intel")
+    rc, out = project_playbook(inventory, "--limit", "intel")
     assert rc != 0
     assert "fatal: [intel]" in out and "passthrough_sysfs_root" in out and "does not exist" in out
     assert "Traceback" not in out
@@ -160,14 +145,14 @@ def test_missing_sysfs_root_names_the_variable(tmp_path, fixture_host):
 
 def test_relative_sysfs_root_is_refused_by_preflight(tmp_path, fixture_host):
     inventory = fixture_inventory(tmp_path, fixture_host, {"twin": {"passthrough_sysfs_root": "sys"}})
-    rc, out = run(inventory, "--limit", "twin")
+    rc, out = project_playbook(inventory, "--limit", "twin")
     assert rc != 0 and "Host twin: passthrough_sysfs_root (sys)" in out and "must be absolute paths" in out
 
 
 def test_capture_playbook_archive_plans_like_the_host(tmp_path, fixture_host, facts_module):
     inventory = fixture_inventory(tmp_path, fixture_host)
     captures = tmp_path / "captures"
-    rc, out = run(inventory, "--limit", "twin", "-e", f"capture_dir={captures}", playbook="capture.yml")
+    rc, out = project_playbook(inventory, "--limit", "twin", "-e", f"capture_dir={captures}", playbook="capture.yml")
     assert rc == 0, out
     assert "captured 11 PCI functions" in out
     with tarfile.open(captures / "twin.tar.gz") as tar:

@@ -14,7 +14,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from test_plan_playbook import run_playbook, write_inventory
+from ogc_testlib import fixture_inventory, project_playbook
 
 pytestmark = pytest.mark.integration
 CHROMIUM = "/usr/bin/chromium"
@@ -72,12 +72,12 @@ def test_console_check_catches_outside_resources(tmp_path):
 
 
 def test_fleet_report_in_a_real_browser(tmp_path, fixture_host):
-    inventory = write_inventory(tmp_path, fixture_host)
+    inventory = fixture_inventory(tmp_path, fixture_host)
     plans = tmp_path / "plans"
-    rc, out = run_playbook(inventory, "-e", f"passthrough_plan_dir={plans}")
+    rc, out = project_playbook(inventory, "-e", f"passthrough_plan_dir={plans}")
     assert rc == 0, out
     html, markdown = tmp_path / "out" / "fleet.html", tmp_path / "out" / "fleet.md"
-    rc, out = run_playbook(inventory, "-e", f"passthrough_plan_dir={plans}", "-e", f"report_html_path={html}",
+    rc, out = project_playbook(inventory, "-e", f"passthrough_plan_dir={plans}", "-e", f"report_html_path={html}",
                            "-e", f"report_markdown_path={markdown}", playbook="report.yml")
     assert rc == 0, out
     assert f"Fleet report: {html} (HTML) and {markdown} (Markdown): 3 host(s), 5 GPU(s) offered" in " ".join(out.split())
@@ -120,11 +120,11 @@ def test_fleet_report_in_a_real_browser(tmp_path, fixture_host):
         shutil.copy(shot, os.environ["OGC_ARTIFACTS_DIR"])
 
     # A second run changes nothing; check mode writes nothing.
-    rc, out = run_playbook(inventory, "-e", f"passthrough_plan_dir={plans}", "-e", f"report_html_path={html}",
+    rc, out = project_playbook(inventory, "-e", f"passthrough_plan_dir={plans}", "-e", f"report_html_path={html}",
                            "-e", f"report_markdown_path={markdown}", playbook="report.yml")
     assert rc == 0 and "changed=0" in out, out
     other = tmp_path / "other"
-    rc, out = run_playbook(inventory, "--check", "-e", f"passthrough_plan_dir={plans}", "-e",
+    rc, out = project_playbook(inventory, "--check", "-e", f"passthrough_plan_dir={plans}", "-e",
                            f"report_html_path={other}/fleet.html", "-e", f"report_markdown_path={other}/fleet.md",
                            playbook="report.yml")
     assert rc == 0 and not other.exists(), out
@@ -133,9 +133,9 @@ def test_fleet_report_in_a_real_browser(tmp_path, fixture_host):
 def test_report_loads_plans_through_the_loader(tmp_path, fixture_host):
     """The report reads the plans through the one loader: a host without a plan file is a row with its error, the plan
     file of a host another slice holds is in the report, and a stale plan file is refused with the command to run."""
-    inventory = write_inventory(tmp_path, fixture_host)
+    inventory = fixture_inventory(tmp_path, fixture_host)
     plans = tmp_path / "plans"
-    rc, out = run_playbook(inventory, "-e", f"passthrough_plan_dir={plans}", "-e", "passthrough_show_report=false")
+    rc, out = project_playbook(inventory, "-e", f"passthrough_plan_dir={plans}", "-e", "passthrough_show_report=false")
     assert rc == 0, out
     # Another slice's host: a copy of seed's plan as the plan of "other".
     other = json.loads((plans / "seed.json").read_text())
@@ -145,7 +145,7 @@ def test_report_loads_plans_through_the_loader(tmp_path, fixture_host):
     markdown = tmp_path / "out" / "fleet.md"
     where = ("-e", f"passthrough_plan_dir={plans}", "-e", f"report_html_path={tmp_path}/out/fleet.html",
              "-e", f"report_markdown_path={markdown}")
-    rc, out = run_playbook(inventory, *where, playbook="report.yml")
+    rc, out = project_playbook(inventory, *where, playbook="report.yml")
     assert rc == 0, out
     flat = " ".join(out.split())
     assert "4 host(s), 9 GPU(s) offered" in flat, out
@@ -155,8 +155,8 @@ def test_report_loads_plans_through_the_loader(tmp_path, fixture_host):
     assert "| tesla-v100 | Tesla V100 PCIe 16GB | type-PCI | 8 | other (4), seed (4) |" in md, md
 
     # A plan made with another policy than the host's current one is stale: refused, naming the fix.
-    stale = write_inventory(tmp_path, fixture_host, {"seed": {"passthrough_policy": {"exclude": ["0000:27:00.0"]}}})
-    rc, out = run_playbook(stale, *where, playbook="report.yml")
+    stale = fixture_inventory(tmp_path, fixture_host, {"seed": {"passthrough_policy": {"exclude": ["0000:27:00.0"]}}})
+    rc, out = project_playbook(stale, *where, playbook="report.yml")
     flat = " ".join(out.split())
     assert rc != 0, out
     assert f"passthrough_plan_load: host seed: plan file {plans}/seed.json is stale" in flat, out
