@@ -39,8 +39,9 @@ def ansible_env(base=None, **overrides):
     project's ansible.cfg, no colour, and the toolkit venv's programs first on PATH; then OVERRIDES (a value of None
     removes the variable)."""
     env = dict(os.environ if base is None else base)
+    venv_bin, path = os.path.dirname(sys.executable), env.get("PATH", "")
     env.update(ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
-               PATH=os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", ""))
+               PATH=path if path.split(os.pathsep)[0] == venv_bin else venv_bin + os.pathsep + path)
     for name, value in overrides.items():
         if value is None:
             env.pop(name, None)

@@ -8,7 +8,7 @@ import os
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ogc_testlib import FIXTURES, ROOT, load_source, output, run_playbook, sandbox_host, words, write_inventory
+from ogc_testlib import FIXTURES, load_source, project_playbook, sandbox_host, words, write_inventory
 
 pytestmark = pytest.mark.integration
 mock_sysfs = load_source("mock_sysfs", "scripts/mock_sysfs.py")
@@ -29,9 +29,9 @@ def test_a_check_that_cannot_run_turns_the_health_gauge_off(tmp_path):
     # No plan file in the plan directory: the check cannot run.
     inventory = write_inventory(tmp_path / "inventory.yml", {
         "seed": sandbox_host(root, tmp_path / "plans", gpu_health_metrics_dir=str(textfile))}, {"health_check_nova": False})
-    proc = run_playbook("-i", inventory, os.path.join(ROOT, "playbooks", "health.yml"), timeout=300)
-    out = words(output(proc))
-    assert proc.returncode != 0 and "no plan file" in out and "seed" in out, out[-3000:]
+    rc, out = project_playbook(inventory, playbook="health.yml")
+    out = words(out)
+    assert rc != 0 and "no plan file" in out and "seed" in out, out[-3000:]
     got = samples((textfile / "ogc_gpu.prom").read_text())
     assert got["ogc_gpu_health_ok"] == 0 and got["ogc_gpu_health_alerts"] == 1
     assert got["ogc_gpu_health_last_run_timestamp_seconds"] > 1700000000

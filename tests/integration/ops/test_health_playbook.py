@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from ogc_testlib import PCI_IDS, ROOT, configured_host, output, run_playbook, sandbox_host, write_inventory
+from ogc_testlib import PCI_IDS, configured_host, project_playbook, sandbox_host, write_inventory
 
 pytestmark = pytest.mark.integration
 
@@ -27,8 +27,7 @@ def seed_host(tmp_path):
 
 
 def run(inventory, *args):
-    proc = run_playbook("-i", inventory, os.path.join(ROOT, "playbooks", "health.yml"), *args, timeout=300)
-    return proc.returncode, output(proc)
+    return project_playbook(inventory, *args, playbook="health.yml")
 
 
 def fall_off_the_bus(root, address):

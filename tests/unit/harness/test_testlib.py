@@ -8,7 +8,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -69,6 +71,9 @@ def test_the_environment_names_the_project_config_and_drops_what_is_asked(monkey
     env = ansible_env(OS_CLOUD=None, EXTRA="1")
     assert env["ANSIBLE_CONFIG"] == str(Path(ROOT) / "ansible.cfg") and env["ANSIBLE_NOCOLOR"] == "1"
     assert "OS_CLOUD" not in env and env["EXTRA"] == "1"
+    # The venv's programs come first on PATH, once: a PATH that already starts with them is left as it is.
+    path = ansible_env()["PATH"].split(os.pathsep)
+    assert path[0] == os.path.dirname(sys.executable) and ansible_env(base=ansible_env())["PATH"] == os.pathsep.join(path)
     # A base replaces this process's environment; the project's settings still come on top, then the overrides.
     assert ansible_env(base={"PATH": "/bin"}, ANSIBLE_CONFIG="/elsewhere.cfg")["ANSIBLE_CONFIG"] == "/elsewhere.cfg"
 
