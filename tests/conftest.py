@@ -66,10 +66,12 @@ def host_facts(fixture_host, facts_module, pci_ids_db):
     return facts
 
 
-def pytest_configure(config):  # pylint: disable=unused-argument
+def pytest_configure(config):
     """One id for the whole test run, the controller's and its xdist workers': the GPU guest image is built, or
-    checked by a run of its role, once per run (tests/helpers/gpu_image.py; scripts/test.sh sets its own)."""
+    checked by a run of its role, once per run (tests/helpers/gpu_image.py; scripts/test.sh sets its own). And the
+    shared test clouds' groups kept together after any plugin's reordering (below)."""
     os.environ.setdefault("OGC_TEST_RUN_ID", f"pytest-{os.getpid()}-{int(time.time())}")
+    config.pluginmanager.register(SharedCloudGroupsTogether(), "ogc-shared-cloud-groups-together")
 
 
 # ---- Running the suite on several workers (scripts/test.sh: pytest-xdist, --dist loadgroup) ----
@@ -112,6 +114,47 @@ def pytest_collection_modifyitems(config, items):  # pylint: disable=unused-argu
     rank = {group: place for place, group in enumerate(SLOWEST_FIRST)}
     # sorted() is stable: within a group, and among the groups not ranked, pytest's order stays.
     items[:] = sorted(items, key=lambda item: rank.get(groups[item.nodeid], len(rank)))
+
+
+# ---- A shared test cloud stops after its group's last test, not at the end of the session ----
+# Its group's tests run one after another (the sort above; after a plugin's shuffle, pytest-random-order's, the pass
+# below; xdist's loadgroup sends a group to one worker whole), so when the next test is of another group, or there
+# is none, nothing will use the cloud again: its daemons would only idle (about 2 % of a core and 1.5 GiB for the
+# compute cloud, bench/README.md) beside the rest of the run.
+_ENDED_GROUPS: set[str] = set()
+
+
+class SharedCloudGroupsTogether:  # pylint: disable=too-few-public-methods
+    """Each shared test cloud's tests moved up to its group's first test; every other test keeps its place."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items):
+        first = {}
+        for place, item in enumerate(items):
+            first.setdefault(test_group(item), place)
+        keys = {}
+        for place, item in enumerate(items):
+            group = test_group(item)
+            keys[item.nodeid] = (first[group] if group in SHARED_FIXTURE_GROUPS else place, place)
+        items[:] = sorted(items, key=lambda item: keys[item.nodeid])
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    group = test_group(item)
+    cloud = (item.funcargs or {}).get(group) if group in SHARED_FIXTURE_GROUPS else None
+    result = yield
+    if cloud is not None and (nextitem is None or test_group(nextitem) != group):
+        _ENDED_GROUPS.add(group)
+        cloud.stop()  # a failure here is this test's teardown error
+    return result
+
+
+def pytest_runtest_setup(item):
+    group = test_group(item)
+    if group in _ENDED_GROUPS:
+        pytest.fail(f"the {group} test cloud was stopped after its group's last test, and {item.nodeid} came after it: "
+                    "a group's tests run together (tests/conftest.py, pytest_collection_modifyitems)")
 
 
 # ---- CPU per test (bench/tests/README.md): with OGC_TEST_CPU_LOG=FILE, one JSON line per test ----

@@ -241,6 +241,20 @@ class TestCloudHandle:
         self.dir = str(state_dir)
         self.clouds_yaml = os.path.join(self.dir, "clouds.yaml")
         self.timings = {}
+        self.stopped = False
+
+    def stop(self):
+        """Stop the cloud once (scripts/testcloud.sh stop), and prove it stopped: no process of it is left.
+
+        tests/conftest.py calls it after the last test of the cloud's group, so the cloud's daemons do not idle
+        beside the rest of the run; the fixture calls it again at the end of the session (then it does nothing)."""
+        if self.stopped:
+            return
+        self.stopped = True
+        self.script("stop")
+        print(f"\ntest cloud {self.dir}: timings (s) {self.timings}")
+        left = processes_of(self.dir)
+        assert left == {}, f"still running after testcloud.sh stop: {left}"
 
     def script(self, *args):
         """Run scripts/testcloud.sh ARGS --dir <state dir>; fails the test with its output on an error."""
