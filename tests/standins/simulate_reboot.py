@@ -33,8 +33,6 @@ import re
 import sys
 import uuid
 
-import yaml
-
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _spec = importlib.util.spec_from_file_location("mock_sysfs", os.path.join(REPO, "scripts", "mock_sysfs.py"))
 mock_sysfs = importlib.util.module_from_spec(_spec)

@@ -252,7 +252,7 @@ def test_another_control_host_s_live_lock_is_refused_until_it_is_removed_or_its_
                                       "/var/lib/open-gpu-cloud/passthrough_host.lock: run 0123456789abcdef of awx on "
                                       "awx-node-2 (ansible-playbook pid 4242)"), failures
     assert "it runs on another control host (awx-node-2)" in msg and "its lease runs until" in msg
-    assert f"remove /var/lib/open-gpu-cloud/passthrough_host.lock on h1" in msg
+    assert "remove /var/lib/open-gpu-cloud/passthrough_host.lock on h1" in msg
     assert (root / "etc/default/grub").read_text() == grub and not reboots(root)
     (root / LOCK).unlink()                                                # the advice: that run is gone
     rc, out = playbook(inventory, "host.yml")
