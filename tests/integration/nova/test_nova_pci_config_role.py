@@ -226,7 +226,12 @@ def test_a_release_without_placement_scheduling_gets_the_pool_configuration(tmp_
     ({"nova_pci_config_numa_policy": "strict"},
      ["value of nova_pci_config_numa_policy must be one of: legacy, preferred, required, socket, got: strict"]),
     ({"nova_pci_config_one_time_use": True, "nova_pci_config_openstack_release": "2024.2"},
-     ["Nova 2024.2 has no one-time-use PCI devices (2025.1 and later)", "set nova_pci_config_one_time_use: false"]),
+     ["Nova 2024.2 has no one-time-use PCI devices: they arrive in 2025.2 (Nova 32.0.0)",
+      "set nova_pci_config_one_time_use: false, or deploy 2025.2 or later"]),
+    # 2025.1 (Nova 31) ignores the tag: refused, naming the release that brings it.
+    ({"nova_pci_config_one_time_use": True, "nova_pci_config_openstack_release": "2025.1"},
+     ["Nova 2025.1 has no one-time-use PCI devices: they arrive in 2025.2 (Nova 32.0.0)",
+      "or deploy 2025.2 or later"]),
     ({"nova_pci_config_one_time_use": True, "nova_pci_config_placement": False},
      ["nova_pci_config_placement is false, and Nova tracks one-time-use devices in Placement only"]),
 ])

@@ -18,7 +18,11 @@ from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.nova import
 @pytest.mark.parametrize("release, expected", [
     ("2026.1", dict(report=True, schedule=True, one_time_use=True)),
     ("master", dict(report=True, schedule=True, one_time_use=True)),
-    ("2025.1", dict(report=True, schedule=True, one_time_use=True)),
+    ("2025.2", dict(report=True, schedule=True, one_time_use=True)),
+    ("flamingo", dict(report=True, schedule=True, one_time_use=True)),
+    # Nova 31 (2025.1 "Epoxy") has no one_time_use tag: it first ships in Nova 32.0.0 (2025.2).
+    ("2025.1", dict(report=True, schedule=True, one_time_use=False)),
+    ("epoxy", dict(report=True, schedule=True, one_time_use=False)),
     ("2024.2", dict(report=True, schedule=True, one_time_use=False)),
     ("2023.1", dict(report=True, schedule=True, one_time_use=False)),
     ("zed", dict(report=True, schedule=False, one_time_use=False)),

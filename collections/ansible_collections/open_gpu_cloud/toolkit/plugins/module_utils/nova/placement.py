@@ -17,9 +17,10 @@ The facts, from Nova's own code and option help (2026.1, nova 33: ``nova/conf/pc
 * An alias's ``resource_class`` and ``traits`` are used only by that scheduler path; the pool path ignores them
   (``nova/pci/stats.py``: ``ignored_spec_tags = ['resource_class', 'traits']``), so both modes are written the same
   and the same flavors land on the same devices whichever path schedules.
-* ``one_time_use`` in a device_spec (2025.1 "Epoxy"): once allocated, the device's inventory is reserved and stays
-  so after the server is gone, until an operator sets ``reserved`` back to 0; the provider carries the trait
-  ``HW_PCI_ONE_TIME_USE``. It needs ``report_in_placement`` (nova-compute refuses to start without it).
+* ``one_time_use`` in a device_spec (2025.2 "Flamingo", Nova 32.0.0, release note ``one-time-use-devices``; Nova
+  31.0.0, 2025.1 "Epoxy", has no such tag, so a GPU would go to the next tenant unreset): once allocated, the
+  device's inventory is reserved and stays so after the server is gone, until an operator sets ``reserved`` back to
+  0; the provider carries the trait ``HW_PCI_ONE_TIME_USE``. It needs ``report_in_placement`` (nova-compute refuses to start without it).
 
 Names we give (the documented rule, docs/nova.md): a GPU model's resource class is ``CUSTOM_GPU_`` followed by its
 alias name upper-cased with every run of other characters than ``A-Z`` and ``0-9`` turned into one ``_``
@@ -40,7 +41,7 @@ CODE_NAMES = {"victoria": (2020, 2), "wallaby": (2021, 1), "xena": (2021, 2), "y
 NEWEST = (9999, 9)  # "master"
 REPORT_SINCE = (2022, 2)
 SCHEDULE_SINCE = (2023, 1)
-ONE_TIME_USE_SINCE = (2025, 1)
+ONE_TIME_USE_SINCE = (2025, 2)
 _SERIES = re.compile(r"^(20[0-9]{2})\.([12])(?:[.-].*)?$")
 
 RESOURCE_CLASS_PREFIX = "CUSTOM_GPU_"
