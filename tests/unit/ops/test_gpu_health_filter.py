@@ -113,7 +113,7 @@ def test_nova_view_absent(seed):
 
 
 def test_filter_names():
-    assert set(health.FilterModule().filters()) == {"gpu_health", "gpu_health_nova"}
+    assert set(health.FilterModule().filters()) == {"gpu_health", "gpu_health_nova", "gpu_fence_requests"}
 
 
 def _devices(hypervisor, addresses):

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough import verify as passthrough_verify
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci.reset import RETURN_COMMAND
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.ops import pci_fence
 
 try:
     from ansible.errors import AnsibleFilterError
@@ -99,10 +100,11 @@ def gpu_health(facts, plan, expected=None, host=None, reference="plan file"):
     return report
 
 
-def _device_findings(report, name, devices, planned, offered):
+def _device_findings(report, name, devices, planned, offered, fenced=()):
     """Nova's devices of hypervisor ``name``, device by device: report keys ``nova_devices`` ([{address, planned,
     state, provider, uuid, resource_class, consumers}], every planned device and every device of the hypervisor,
-    by address, one state each: ``missing`` (planned, no provider) or os_pci_inventory's state), ``nova_reserved``,
+    by address, one state each: ``missing`` (planned, no provider), ``fenced`` (reserved, with a fence record of
+    ours: ``fenced``, its addresses) or os_pci_inventory's state), ``nova_reserved``,
     ``nova_waiting_return`` and ``nova_orphaned`` ([{address, consumer}]); returns (alerts, lines)."""
     host = report["host"]
     own = [d for d in devices if d.get("host") == name]
@@ -116,6 +118,8 @@ def _device_findings(report, name, devices, planned, offered):
     for label in sorted(named):
         device = named[label]
         state = device.get("state") or ("in_use" if device.get("used") else "free")
+        if label in fenced and state in ("reserved", "waiting_return"):
+            state = "fenced"  # our own reservation, with its reason in the fence record: not an operator's
         entries.append(dict(address=label, planned=label in planned, state=state, provider=device.get("name"),
                             uuid=device.get("uuid"), resource_class=device.get("resource_class"),
                             consumers=[c.get("uuid") for c in device.get("consumers") or []]))
@@ -163,7 +167,7 @@ def _nova_addresses(devices, hypervisor):
     return addresses if addresses else None
 
 
-def gpu_health_nova(reports, nova, host_map=None):
+def gpu_health_nova(reports, nova, host_map=None, fences=None, check_mode=False):
     """Add Nova's view to the per-host reports; returns {reports, lines, alerts}.
 
     nova: the result of os_pci_inventory ({available, hosts: {hypervisor: {resource_class: {total, used, ...}}},
@@ -178,6 +182,11 @@ def gpu_health_nova(reports, nova, host_map=None):
     consumer that is neither a server nor a migration in progress are alerts naming host, address (consumer)
     and the command that fixes it; one-time-use devices waiting to be returned get a summary line. ``nova``
     counts them too (``reserved``, ``waiting_return``, ``orphan_allocations``), for the metrics.
+
+    fences: os_pci_fence's result (None: not run; check_mode: it ran in check mode). A device with a fence record
+    of ours is ``fenced``, not an operator's reservation; each fenced device, and each failed device a server
+    holds (not fenced, deferred), is an alert naming host, address, provider and the reason (report key
+    ``nova_fenced``; ``nova.fenced`` [{address, cause}] and ``nova.fence_deferred`` [address], for the metrics).
     """
     if not isinstance(reports, list):
         raise AnsibleFilterError("gpu_health_nova: reports must be the list of per-host gpu_health reports")
@@ -201,11 +210,20 @@ def gpu_health_nova(reports, nova, host_map=None):
             used = sum(v.get("used", 0) for v in view.values())
             free = sum(v.get("free", max(v.get("total", 0) - v.get("used", 0), 0)) for v in view.values())
             offered = _nova_addresses(devices, name)
-            device_alerts, extra_lines = _device_findings(report, name, devices, planned, offered)
+            findings = pci_fence.host_findings(fences, report["host"], check_mode)
+            device_alerts, extra_lines = _device_findings(report, name, devices, planned, offered,
+                                                          set(f["address"] for f in findings["fenced"]))
+            fence_alerts, fence_lines = pci_fence.alerts_and_lines(report["host"], name, findings,
+                                                                   (fences or {}).get("records_dir"))
+            device_alerts += fence_alerts
+            extra_lines += fence_lines
+            report["nova_fenced"] = [f["address"] for f in findings["fenced"]]
             report["nova"] = dict(hypervisor=name, total=total, used=used, free=free, classes=view,
                                   reserved=len(report["nova_reserved"]),
                                   waiting_return=len(report["nova_waiting_return"]),
-                                  orphan_allocations=len(report["nova_orphaned"]))
+                                  orphan_allocations=len(report["nova_orphaned"]),
+                                  fenced=[dict(address=f["address"], cause=f["cause"]) for f in findings["fenced"]],
+                                  fence_deferred=[d["address"] for d in findings["deferred"]])
             line += f"; Nova (placement, {', '.join(sorted(view))}): {total} total, {used} used, {free} free"
             if report["nova_waiting_return"]:
                 line += f", {len(report['nova_waiting_return'])} waiting to be returned"
@@ -246,11 +264,23 @@ def gpu_health_nova(reports, nova, host_map=None):
         out.append(report)
     if nova.get("note"):
         lines.append(f"Nova: {nova['note']}")
+    error = pci_fence.host_findings(fences, None)["error"]
+    if error:
+        alerts.append(f"{error}: failed GPUs may still take new servers; fix it and run the health check again")
     return dict(reports=out, lines=lines + ["ALERT " + a for a in alerts], alerts=alerts)
+
+
+def gpu_fence_requests(summary):
+    """os_pci_fence's devices from gpu_health_nova's answer (pci_fence.requests): the planned devices health found
+    failed (fenced) or repaired (unfenced)."""
+    if not isinstance(summary, dict) or not isinstance(summary.get("reports"), list):
+        raise AnsibleFilterError("gpu_fence_requests: expects gpu_health_nova's answer ({reports, lines, alerts}), got "
+                                 f"{type(summary).__name__}")
+    return pci_fence.requests(summary["reports"])
 
 
 class FilterModule:
     """GPU health filters."""
 
     def filters(self):
-        return {"gpu_health": gpu_health, "gpu_health_nova": gpu_health_nova}
+        return {"gpu_health": gpu_health, "gpu_health_nova": gpu_health_nova, "gpu_fence_requests": gpu_fence_requests}

@@ -14,6 +14,10 @@
   devices of this host reserved by an operator, one-time-use devices waiting to be returned, and allocations
   held by a consumer that is neither a server nor a migration in progress (gpu_health_nova's counts), only when
   Nova was asked;
+* ``ogc_gpu_fenced{address,cause}``: 1 for each GPU of this host fenced in Placement (reserved so Nova places no new
+  server on it; the reason is in the fence record, docs/ops.md "Fencing a failed GPU"), only when Nova was asked;
+* ``ogc_gpu_fence_deferred{address}``: 1 for each failed GPU of this host not fenced because a server holds it (it is
+  fenced once the server is gone), only when Nova was asked;
 * ``ogc_gpu_health_ok``: 1 when the health check raised no alert, else 0;
 * ``ogc_gpu_health_alerts``: how many alerts it raised;
 * ``ogc_gpu_health_last_run_timestamp_seconds``: when it ran (Unix time).
@@ -91,6 +95,13 @@ def gpu_health_metrics(report, timestamp, nova=None):
         value = nova.get(key, 0)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             _fail(host, f"nova.{key} must be a count (a whole number >= 0) from gpu_health_nova, got {value!r}")
+    fenced = (nova or {}).get("fenced", [])
+    deferred = (nova or {}).get("fence_deferred", [])
+    if not isinstance(fenced, list) or not all(isinstance(f, dict) and f.get("address") and f.get("cause")
+                                               for f in fenced):
+        _fail(host, f"nova.fenced must be [{{address, cause}}] from gpu_health_nova, got {fenced!r}")
+    if not isinstance(deferred, list) or not all(isinstance(a, str) and a for a in deferred):
+        _fail(host, f"nova.fence_deferred must be a list of PCI addresses from gpu_health_nova, got {deferred!r}")
     models: dict[tuple, dict] = {}
     for gpu in report["gpus"]:
         if not isinstance(gpu, dict) or "address" not in gpu:
@@ -118,6 +129,14 @@ def gpu_health_metrics(report, timestamp, nova=None):
                          f"{counts[name]}")
     for key, name, help_text in NOVA_DEVICES if nova is not None else ():
         lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f"{name} {nova.get(key, 0)}"]
+    if nova is not None:
+        lines += ["# HELP ogc_gpu_fenced 1 for each GPU of this host fenced in Placement (Nova places no new server on "
+                  "it; the reason is in the fence record).", "# TYPE ogc_gpu_fenced gauge"]
+        lines += [f'ogc_gpu_fenced{{address="{_label(f["address"])}",cause="{_label(f["cause"])}"}} 1'
+                  for f in sorted(fenced, key=lambda f: f["address"])]
+        lines += ["# HELP ogc_gpu_fence_deferred 1 for each failed GPU of this host not fenced because a server holds "
+                  "it (fenced once the server is gone).", "# TYPE ogc_gpu_fence_deferred gauge"]
+        lines += [f'ogc_gpu_fence_deferred{{address="{_label(a)}"}} 1' for a in sorted(deferred)]
     alerts = len(report["alerts"])
     lines += [
         "# HELP ogc_gpu_health_ok 1 when the last GPU health check raised no alert, else 0.",

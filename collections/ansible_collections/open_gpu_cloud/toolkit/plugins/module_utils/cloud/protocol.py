@@ -14,7 +14,7 @@ from __future__ import annotations
 
 # Progress keys that mean something was written (a failure after them reports changed=true).
 DONE_KEYS = ("created", "updated", "recreated", "replaced", "retired", "deleted", "enabled", "disabled",
-             "assigned")
+             "assigned", "fenced", "unfenced")
 
 
 class Action:
