@@ -469,3 +469,50 @@ def test_metrics_name_each_fenced_and_deferred_device():
 def test_metrics_refuse_bad_fence_counts(nova, words):
     with pytest.raises(Exception, match=words.replace("[", r"\[").replace("{", r"\{")):
         metrics.gpu_health_metrics(health_report(), 1, nova=nova)
+
+
+# ------------------------------------------------------------------ return_gpus.yml: a fenced GPU is never returned
+
+returns = collection_plugin("filter", "return_gpus")
+
+
+def waiting_device(address, uuid):
+    return dict(name=f"hv-1_{address.upper()}", uuid=uuid, host="hv-1", address=address, resource_class=RC,
+                state="waiting_return")
+
+
+def test_a_fenced_device_waiting_to_be_returned_is_left_with_the_reason():
+    fence = dict(record(cause="reset_failed", reserved_by_fence=False), provider="u44", reason="gpu-1: reset failed")
+    waiting = returns.return_gpus_waiting([waiting_device("0000:27:00.0", "u27"), waiting_device(ADDRESS, "u44")],
+                                          {"gpu-1": "hv-1"}, None, {"gpu-1": [fence]})
+    assert [d["address"] for d in waiting["by_host"]["gpu-1"]] == ["0000:27:00.0"]
+    assert waiting["requests"]["gpu-1"] == [{"address": "0000:27:00.0", "provider": "u27", "resource_class": RC}]
+    [left] = waiting["left"]
+    assert left["address"] == ADDRESS and left["fenced"] is True and left["host"] == "gpu-1"
+    assert left["reason"] == (f"gpu-1: GPU {ADDRESS} (provider u44) is fenced since 2026-11-28T06:40:00Z (reset_failed: "
+                              "gpu-1: reset failed): a fenced GPU is never returned; repair it, then lift the fence "
+                              "(docs/ops.md, \"Fencing a failed GPU\")")
+    chosen = returns.return_gpus_to_return(waiting, {"gpu-1": {"devices": [
+        {"address": "0000:27:00.0", "outcome": "reset"}]}})
+    assert [d["address"] for d in chosen["devices"]] == ["0000:27:00.0"]
+    assert [s["address"] for s in chosen["skipped"]] == [ADDRESS]
+    summary = returns.return_gpus_summary(waiting, chosen, {"returned": ["hv-1_0000:27:00.0"]})
+    assert f"skipped: {left['reason']}" in summary["lines"]
+
+
+def test_a_failed_reset_is_fenced_and_said_so():
+    waiting = returns.return_gpus_waiting([waiting_device(ADDRESS, "u44")], {"gpu-1": "hv-1"})
+    why = f"gpu-1: GPU {ADDRESS}: the reset failed: write error"
+    chosen = returns.return_gpus_to_return(waiting, {"gpu-1": {"devices": [
+        {"address": ADDRESS, "outcome": "failed", "reason": why}]}})
+    assert returns.return_gpus_fences(chosen) == [dict(
+        host="gpu-1", address=ADDRESS, uuid="u44", resource_class=RC, name=f"hv-1_{ADDRESS.upper()}",
+        state="fenced", cause="reset_failed", reason=why)]
+    fenced = {"fenced": [f"hv-1_{ADDRESS.upper()}"], "records": {}, "changed": True}
+    summary = returns.return_gpus_summary(waiting, chosen, None, False, fenced)
+    assert summary["fenced"] == [f"hv-1_{ADDRESS.upper()}"]
+    assert (f"hv-1_{ADDRESS.upper()}: fenced (its reset failed): never returned until an operator lifts the fence "
+            "(docs/ops.md, \"Fencing a failed GPU\")") in summary["lines"]
+    failed = returns.return_gpus_summary(waiting, chosen, None, False, {"failed": False, "msg": "HTTP 503"})
+    assert "fencing the GPUs whose reset failed failed: HTTP 503; they may be returned by a later run" in \
+        " | ".join(failed["errors"])

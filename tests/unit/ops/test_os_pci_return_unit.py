@@ -285,7 +285,12 @@ def test_filter_input_errors():
     with pytest.raises(filters.AnsibleFilterError, match="return_gpus_summary: expects"):
         filters.return_gpus_summary({}, {})
     assert set(filters.FilterModule().filters()) == {"return_gpus_address_errors", "return_gpus_waiting",
-                                                     "return_gpus_to_return", "return_gpus_summary"}
+                                                     "return_gpus_to_return", "return_gpus_summary",
+                                                     "return_gpus_fences"}
+    with pytest.raises(filters.AnsibleFilterError, match="fences must be os_pci_fence's records"):
+        filters.return_gpus_waiting(NOVA, NAMES, None, ["gpu-1"])
+    with pytest.raises(filters.AnsibleFilterError, match="return_gpus_fences: expects"):
+        filters.return_gpus_fences([])
 
 
 @given(devices=st.lists(st.tuples(st.sampled_from(["hv-1", "hv-2", "hv-3", "hv-4"]),

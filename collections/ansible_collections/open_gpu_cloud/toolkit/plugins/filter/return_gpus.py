@@ -8,6 +8,8 @@
   devices waiting to be returned, by inventory host;
 * ``return_gpus_to_return``: ``waiting | open_gpu_cloud.toolkit.return_gpus_to_return(resets, without_reset)`` -> the devices that go back
   after their hosts' resets, and the skipped ones with the reason;
+* ``return_gpus_fences``: ``chosen | open_gpu_cloud.toolkit.return_gpus_fences`` -> os_pci_fence's devices for the
+  GPUs whose reset failed (fenced, cause reset_failed);
 * ``return_gpus_summary``: ``waiting | open_gpu_cloud.toolkit.return_gpus_summary(chosen, returned, check_mode)`` -> what the run did.
 """
 
@@ -28,16 +30,20 @@ def return_gpus_address_errors(addresses):
     return pci_return.address_errors(addresses)
 
 
-def return_gpus_waiting(devices, hypervisor_names, addresses=None):
-    """os_pci_inventory's ``devices`` -> {by_host, left, not_waiting, count} (pci_return.waiting_by_host)."""
+def return_gpus_waiting(devices, hypervisor_names, addresses=None, fences=None):
+    """os_pci_inventory's ``devices`` -> {by_host, left, not_waiting, count} (pci_return.waiting_by_host); ``fences``
+    os_pci_fence's ``records`` ({host: [entry]}): a fenced device is left, with the reason."""
     if not isinstance(devices, list) or not all(isinstance(d, dict) for d in devices):
         raise AnsibleFilterError("return_gpus_waiting: devices must be os_pci_inventory's devices (a list of dicts), "
                                  f"got {type(devices).__name__}")
     if not isinstance(hypervisor_names, dict):
         raise AnsibleFilterError("return_gpus_waiting: hypervisor_names must be {host: hypervisor name} "
                                  "(nova_pci_hypervisor_names)")
+    if fences is not None and not (isinstance(fences, dict) and all(isinstance(v, list) for v in fences.values())):
+        raise AnsibleFilterError("return_gpus_waiting: fences must be os_pci_fence's records ({host: [entry]}), got "
+                                 f"{type(fences).__name__}")
     try:
-        return pci_return.waiting_by_host(devices, dict(hypervisor_names), addresses)
+        return pci_return.waiting_by_host(devices, dict(hypervisor_names), addresses, fences)
     except ValueError as exc:
         raise AnsibleFilterError(f"return_gpus_waiting: {exc}") from None
 
@@ -54,12 +60,20 @@ def return_gpus_to_return(waiting, resets, without_reset=False):
     return pci_return.to_return(waiting, dict(resets), without_reset)
 
 
-def return_gpus_summary(waiting, chosen, returned=None, check_mode=False):
+def return_gpus_summary(waiting, chosen, returned=None, check_mode=False, fenced=None):
     """What the run did: {returned, unchanged, skipped, errors, not_waiting, waiting, nothing_waiting, lines}."""
     if not isinstance(waiting, dict) or not isinstance(chosen, dict) or "skipped" not in chosen:
         raise AnsibleFilterError("return_gpus_summary: expects return_gpus_waiting's and return_gpus_to_return's "
                                  "answers")
-    return pci_return.summary(waiting, chosen, returned if isinstance(returned, dict) else None, bool(check_mode))
+    return pci_return.summary(waiting, chosen, returned if isinstance(returned, dict) else None, bool(check_mode),
+                              fenced if isinstance(fenced, dict) else None)
+
+
+def return_gpus_fences(chosen):
+    """os_pci_fence's devices for the GPUs whose reset failed (pci_return.reset_failed_fences)."""
+    if not isinstance(chosen, dict) or "skipped" not in chosen:
+        raise AnsibleFilterError("return_gpus_fences: expects return_gpus_to_return's answer")
+    return pci_return.reset_failed_fences(chosen)
 
 
 class FilterModule:
@@ -71,4 +85,5 @@ class FilterModule:
             "return_gpus_waiting": return_gpus_waiting,
             "return_gpus_to_return": return_gpus_to_return,
             "return_gpus_summary": return_gpus_summary,
+            "return_gpus_fences": return_gpus_fences,
         }

@@ -483,7 +483,8 @@ def host_findings(result, host, check_mode=False):
     out = dict(fenced=[], new=[], lifted=[], deferred=[], kept=[], error=None, check_mode=bool(check_mode))
     if not isinstance(result, dict) or result.get("skipped"):
         return out
-    if result.get("failed"):
+    # A task with failed_when false registers failed false: its error is a result without records.
+    if result.get("failed") or "records" not in result:
         out["error"] = f"fencing failed GPUs in Placement failed: {result.get('msg') or '?'}"
         return out
     out["fenced"] = list((result.get("records") or {}).get(host) or [])

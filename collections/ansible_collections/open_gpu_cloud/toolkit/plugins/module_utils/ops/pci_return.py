@@ -226,7 +226,7 @@ def _entry(device, host):
                 uuid=device.get("uuid"), resource_class=device.get("resource_class"))
 
 
-def waiting_by_host(devices, hypervisor_names, addresses=None):
+def waiting_by_host(devices, hypervisor_names, addresses=None, fences=None):
     """Pure: the one-time-use devices waiting to be returned (os_pci_inventory's ``devices``, state
     ``waiting_return``), limited to ``addresses`` when given, each put with the inventory host whose hypervisor
     name (``hypervisor_names``: {host: name}) is its provider's host.
@@ -238,6 +238,9 @@ def waiting_by_host(devices, hypervisor_names, addresses=None):
     errors = address_errors(addresses)
     if errors:
         raise ValueError("; ".join(errors))
+    # A fenced device (os_pci_fence's records, {host: [entry]}) is never returned: it failed (module_utils/ops/pci_fence.py).
+    fenced = dict((f.get("provider"), dict(f, host=host)) for host, entries in sorted((fences or {}).items())
+                  for f in entries or [])
     wanted = [pci_address.normalise_address(a) for a in addresses or []]
     hosts_of = {}
     for host, name in sorted((hypervisor_names or {}).items()):
@@ -248,6 +251,15 @@ def waiting_by_host(devices, hypervisor_names, addresses=None):
             continue
         seen.add(device.get("address"))
         hosts = hosts_of.get(device.get("host"), [])
+        fence = fenced.get(device.get("uuid"))
+        if fence is not None:
+            entry = _entry(device, hosts[0] if len(hosts) == 1 else None)
+            entry.update(fenced=True, reason=(
+                f"{fence['host']}: GPU {device.get('address')} (provider {device.get('uuid')}) is fenced since "
+                f"{fence.get('since')} ({fence.get('cause')}: {fence.get('reason')}): a fenced GPU is never returned; "
+                "repair it, then lift the fence (docs/ops.md, \"Fencing a failed GPU\")"))
+            left.append(entry)
+            continue
         if len(hosts) == 1:
             by_host.setdefault(hosts[0], []).append(_entry(device, hosts[0]))
             continue
@@ -308,7 +320,7 @@ def to_return(waiting, resets, without_reset=False):
                 out["devices"].append(dict(device, reset=True))
             elif done.get("outcome") == "failed":
                 out["errors"].append(done.get("reason"))
-                out["skipped"].append(dict(device, kind=BLOCKED, reason=done.get("reason")))
+                out["skipped"].append(dict(device, kind=BLOCKED, reason=done.get("reason"), reset_failed=True))
             elif without_reset and done.get("kind") == NO_RESET:
                 out["devices"].append(dict(device, reset=False, note=done.get("reason")))
             else:
@@ -317,10 +329,11 @@ def to_return(waiting, resets, without_reset=False):
     return out
 
 
-def summary(waiting, chosen, returned=None, check_mode=False):
+def summary(waiting, chosen, returned=None, check_mode=False, fenced=None):
     """Pure: what the run did, as {returned, unchanged, skipped, errors, not_waiting, waiting (addresses seen
-    waiting, by host), nothing_waiting, lines}. chosen: to_return()'s answer; returned: os_pci_return's result (None
-    or a skipped task's when it did not run; a failed one's message is an error)."""
+    waiting, by host), nothing_waiting, fenced, lines}. chosen: to_return()'s answer; returned: os_pci_return's result
+    (None or a skipped task's when it did not run; a failed one's message is an error); fenced: os_pci_fence's result
+    for the GPUs whose reset failed (None or skipped: not run; one without records failed: an error)."""
     returned = returned or {}
     errors = list(chosen.get("errors") or [])
     if returned.get("failed"):
@@ -346,6 +359,14 @@ def summary(waiting, chosen, returned=None, check_mode=False):
             lines.append(f"skipped: {device['reason']}")
     for item in waiting.get("not_waiting") or []:
         lines.append(f"not waiting: {item['reason']}")
+    fenced = fenced if isinstance(fenced, dict) and not fenced.get("skipped") else {}
+    if fenced and (fenced.get("failed") or "records" not in fenced):
+        errors.append(f"fencing the GPUs whose reset failed failed: {fenced.get('msg') or '?'}; they may be returned "
+                      "by a later run: fix it and run again")
+    fenced_names = list(fenced.get("fenced") or []) + list(fenced.get("unchanged") or [])
+    for name in fenced_names:
+        lines.append(f"{name}: {'would be ' if check_mode else ''}fenced (its reset failed): never returned until "
+                     "an operator lifts the fence (docs/ops.md, \"Fencing a failed GPU\")")
     nothing = not waiting.get("count")
     if nothing:
         lines.insert(0, "Nothing waits to be returned: no one-time-use GPU is in state waiting_return"
@@ -359,7 +380,7 @@ def summary(waiting, chosen, returned=None, check_mode=False):
     seen = dict((host, [d["address"] for d in devices]) for host, devices in (waiting.get("by_host") or {}).items())
     skipped = [dict(_short(d), kind=d.get("kind"), reason=d.get("reason")) for d in chosen.get("skipped") or []]
     return dict(returned=[_short(d) for d in done], unchanged=[_short(d) for d in unchanged], skipped=skipped,
-                errors=errors, not_waiting=list(waiting.get("not_waiting") or []),
+                errors=errors, not_waiting=list(waiting.get("not_waiting") or []), fenced=fenced_names,
                 waiting=seen, nothing_waiting=nothing, lines=lines)
 
 
@@ -367,3 +388,13 @@ def _short(device):
     return dict(host=device.get("host"), hypervisor=device.get("hypervisor"), address=device.get("address"),
                 uuid=device.get("uuid"), resource_class=device.get("resource_class"),
                 reset=device.get("reset"))
+
+
+def reset_failed_fences(chosen):
+    """Pure: os_pci_fence's devices for the GPUs whose reset failed (to_return()'s skipped with reset_failed): each
+    fenced with cause reset_failed and the reset's message as the reason, so no later run returns it before an
+    operator has looked at it (module_utils/ops/pci_fence.py; health does not lift that cause)."""
+    return [dict(host=d["host"], address=d["address"], uuid=d["uuid"], resource_class=d["resource_class"],
+                 name=d.get("name") or d["address"], state="fenced", cause="reset_failed",
+                 reason=d.get("reason") or f"{d['host']}: GPU {d['address']}: its reset failed")
+            for d in chosen.get("skipped") or [] if d.get("reset_failed") and d.get("host") and d.get("uuid")]
