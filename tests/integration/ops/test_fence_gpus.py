@@ -25,7 +25,7 @@ pytestmark = pytest.mark.integration
 PLACEMENT = "1.26"
 RC = "CUSTOM_PCI_10DE_1DB4"
 KEPT, FAILING = "0000:27:00.0", "0000:44:00.0"
-POLICY = {"exclude": ["0000:a3:00.0", "0000:c3:00.0"]}
+POLICY = {"exclude": ["0000:a3:00.0", "0000:c3:00.0", "0000:c4:00.0"]}
 FENCE_TASK = "Fence failed GPUs in Placement, lift the fences of repaired ones"
 
 
