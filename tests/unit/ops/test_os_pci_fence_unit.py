@@ -516,3 +516,28 @@ def test_a_failed_reset_is_fenced_and_said_so():
     failed = returns.return_gpus_summary(waiting, chosen, None, False, {"failed": False, "msg": "HTTP 503"})
     assert "fencing the GPUs whose reset failed failed: HTTP 503; they may be returned by a later run" in \
         " | ".join(failed["errors"])
+
+
+@given(gpus=st.lists(st.tuples(st.sampled_from(["0000:27:00.0", "0000:44:00.0", "0000:a3:00.0"]), st.booleans(),
+                               st.booleans(), st.sampled_from(["vfio-pci", "nvidia", None]),
+                               st.sampled_from([None, "device_missing", "not_on_vfio", "iommu_off"])),
+                     max_size=3, unique_by=lambda g: g[0]),
+       offered=st.lists(st.sampled_from(["0000:27:00.0", "0000:44:00.0", "0000:c3:00.0"]), unique=True))
+@settings(max_examples=150, deadline=None)
+def test_requests_property(gpus, offered):
+    """Only devices the plan gives Nova and Placement offers are listed; fenced exactly when health found them gone
+    or off vfio-pci, unfenced only when on the bus and on vfio-pci."""
+    report = dict(host="gpu01", nova={"hypervisor": "hv"},
+                  gpus=[dict(address=a, for_nova=n, present=p, driver=d) for a, n, p, d, _c in gpus],
+                  problems=[dict(cause=c, address=a, message=f"{a} {c}") for a, _n, _p, _d, c in gpus if c],
+                  nova_devices=[dict(address=a, uuid=f"u-{a}", resource_class=RC, provider=f"hv_{a}") for a in offered])
+    got = pci_fence.requests([report])
+    planned = dict((a, (p, d, c)) for a, n, p, d, c in gpus if n)
+    for item in got:
+        assert item["address"] in planned and item["address"] in offered
+        present, driver, cause = planned[item["address"]]
+        if item["state"] == "fenced":
+            assert cause in ("device_missing", "not_on_vfio") and item["reason"] and item["cause"] in pci_fence.CAUSES
+        else:
+            assert cause not in ("device_missing", "not_on_vfio") and present and driver == "vfio-pci"
+    assert len(set(i["address"] for i in got)) == len(got)
