@@ -19,6 +19,7 @@ import pytest
 
 from ogc_testlib import (ROOT, configured_host, enable_compute_service, json_report, run_playbook, sandbox_host,
                          wait_status, write_inventory)
+from test_return_gpus import NO_RESET, RESETTABLE, gpu_host, run_seen, used_devices  # noqa: F401  pylint: disable=unused-import
 
 pytestmark = pytest.mark.integration
 
@@ -158,7 +159,8 @@ class Host:
         return json.loads(path.read_text()) if path.exists() else None
 
     def health(self, *args):
-        """ansible-playbook playbooks/health.yml: (rc, {task: localhost result}, stats, health_summary, stdout)."""
+        """ansible-playbook playbooks/health.yml, which must succeed: ({task: localhost result}, stats,
+        health_summary)."""
         proc = run_playbook("-i", self.inventory, os.path.join(ROOT, "playbooks", "health.yml"), *args, env=self.env)
         out = json_report(proc.stdout)
         if out is None:
@@ -176,6 +178,15 @@ def test_a_failed_gpu_is_fenced_then_lifted(compute_cloud, devices, servers, tmp
     admin, uuids = devices
     host = Host(tmp_path, compute_cloud)
     host.fall_off_the_bus(FAILING)
+
+    # health_fence false: nothing is fenced; a value that is no boolean is refused before anything is written.
+    results, _stats, _summary = host.health("-e", "health_fence=false")
+    assert results[FENCE_TASK]["changed"] is False and results[FENCE_TASK]["fenced"] == []
+    assert host.record() is None and reserved(admin, uuids[FAILING]) == 0
+    proc = run_playbook("-i", host.inventory, os.path.join(ROOT, "playbooks", "health.yml"), "-e", "health_fence=maybe",
+                        env=host.env)
+    assert proc.returncode != 0 and "health_fence must be true or false (got maybe)" in " ".join(proc.stdout.split())
+    assert host.record() is None and reserved(admin, uuids[FAILING]) == 0
 
     # Check mode: it says what it would fence, and writes nothing.
     results, _stats, summary = host.health("--check")
@@ -254,3 +265,29 @@ def test_an_operators_reservation_is_never_lifted(compute_cloud, devices, tmp_pa
     assert results[FENCE_TASK]["changed"] is False and reserved(admin, uuids[FAILING]) == 1
     assert any("an operator's reservation" in a and FAILING in a for a in summary["alerts"])
     assert host.record() is None
+
+
+def test_return_gpus_never_returns_a_fenced_gpu(compute_cloud, used_devices, tmp_path):  # noqa: F811
+    """Both V100 one-time-use devices waiting to be returned (test_return_gpus.py's used_devices); 0000:44:00.0 is
+    fenced (a record of ours, written as os_pci_fence writes one for a failed reset): return_gpus.yml resets and returns
+    the other, skips the fenced one with the reason, and leaves it reserved and fenced."""
+    admin, uuids = used_devices[0], used_devices[1]
+    inventory, root = gpu_host(tmp_path, compute_cloud)
+    fences = tmp_path / "fences"
+    fences.mkdir()
+    entry = dict(address=NO_RESET, provider=uuids[NO_RESET], name=f"ogc-gpu-1_{NO_RESET.upper()}", resource_class=RC,
+                 cause="reset_failed", reason=f"gpu-seed: GPU {NO_RESET}: the reset failed", since="2026-11-28T06:40:00Z",
+                 reserved_by_fence=False, reserved_before=1)
+    (fences / "gpu-seed.json").write_text(json.dumps({"format": 1, "host": "gpu-seed", "fences": [entry]}))
+    rc, _results, _stats, out, summary = run_seen(compute_cloud, used_devices, inventory, [RESETTABLE, NO_RESET],
+                                                  "-e", f"health_fence_dir={fences}")
+    assert rc == 0, out[-4000:]
+    assert [d["address"] for d in summary["returned"]] == [RESETTABLE]
+    [skipped] = summary["skipped"]
+    assert skipped["address"] == NO_RESET and skipped["reason"].startswith(
+        f"gpu-seed: GPU {NO_RESET} (provider {uuids[NO_RESET]}) is fenced since 2026-11-28T06:40:00Z (reset_failed: "
+        f"gpu-seed: GPU {NO_RESET}: the reset failed): a fenced GPU is never returned")
+    assert reserved(admin, uuids[NO_RESET]) == 1 and reserved(admin, uuids[RESETTABLE]) == 0
+    assert json.loads((fences / "gpu-seed.json").read_text())["fences"] == [entry]
+    assert not os.path.exists(root / "sys" / "bus" / "pci" / "devices" / NO_RESET / "reset") or \
+        os.stat(root / "sys" / "bus" / "pci" / "devices" / NO_RESET / "reset").st_size == 0
