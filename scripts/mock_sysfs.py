@@ -395,6 +395,15 @@ def capture(archive: str, sysfs: str = "/sys", procfs: str = "/proc") -> int:
                 _copy_link(src, os.path.join(out_sys, "class", "iommu", unit))
         if os.path.isdir(os.path.join(sysfs, "firmware", "efi")):
             os.makedirs(os.path.join(out_sys, "firmware", "efi"), exist_ok=True)
+        # The firmware's ACPI tables by name only (DMAR: VT-d, IVRS: AMD-Vi; their presence says whether the firmware
+        # offers an IOMMU at all): empty files, as the tables themselves are readable by root alone and never needed.
+        tables = os.path.join(sysfs, "firmware", "acpi", "tables")
+        if os.path.isdir(tables):
+            out_tables = os.path.join(out_sys, "firmware", "acpi", "tables")
+            os.makedirs(out_tables, exist_ok=True)
+            for name in sorted(os.listdir(tables)):
+                if os.path.isfile(os.path.join(tables, name)) and not os.path.islink(os.path.join(tables, name)):
+                    _write(os.path.join(out_tables, name), "")
         for name in ("cmdline", "cpuinfo"):
             with open(os.path.join(procfs, name), encoding="utf-8", errors="replace") as handle:
                 _write(os.path.join(tmp, "proc", name), handle.read())
