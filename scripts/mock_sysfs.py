@@ -22,6 +22,9 @@ Fixture description (YAML, see fixtures/hosts/*.yml):
     cmdline: "BOOT_IMAGE=/boot/vmlinuz root=UUID=... ro quiet"
     efi: true
     iommu: true                  # false: the kernel has not enabled the IOMMU (no groups at all)
+    acpi_tables: [APIC, DSDT, FACP, IVRS]   # names in sys/firmware/acpi/tables (empty files, as the capture tool
+                                 # copies them): DMAR (VT-d) or IVRS (AMD-Vi) when the firmware offers an IOMMU;
+                                 # without the key there is no tables directory (unknown, as in older captures)
     files: {etc/default/grub: "..."}   # any other files of the host, relative to the root
     devices:
       - {address: "0000:20:03.1", id: "1022:1483", class: "060400", group: 19}
@@ -279,6 +282,13 @@ def build_tree(fixture: dict, root: str, *, iommu: bool | None = None, cmdline: 
         _write(os.path.join(sysfs, "firmware", "efi", "fw_platform_size"), "64\n")
     else:
         os.makedirs(os.path.join(sysfs, "firmware"), exist_ok=True)
+    tables = fixture.get("acpi_tables")
+    if tables is not None:
+        if not isinstance(tables, list) or not all(isinstance(t, str) and t.isalnum() and len(t) <= 8 for t in tables):
+            raise FixtureError(f"acpi_tables must be a list of ACPI table names like [APIC, DMAR], got {tables!r}")
+        os.makedirs(os.path.join(sysfs, "firmware", "acpi", "tables"), exist_ok=True)
+        for name in tables:
+            _write(os.path.join(sysfs, "firmware", "acpi", "tables", name), "")
 
     _write(os.path.join(procfs, "cmdline"), (cmdline if cmdline is not None else str(fixture.get("cmdline", ""))).strip() + "\n")
     _write(os.path.join(procfs, "cpuinfo"), _cpuinfo(cpu, cpu_vendor))
