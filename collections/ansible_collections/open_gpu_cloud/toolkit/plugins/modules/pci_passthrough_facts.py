@@ -126,11 +126,11 @@ ansible_facts:
           sample: false
         iommu_firmware:
           description:
-            - Which ACPI table of the firmware describes an IOMMU, from the names in C(/sys/firmware/acpi/tables):
-              C(dmar) (Intel VT-d), C(ivrs) (AMD-Vi), C(none) (the tables are there and neither is: the firmware
+            - Which ACPI table of the firmware describes an IOMMU, from the names in C(/sys/firmware/acpi/tables),
+              C(dmar) (Intel VT-d), C(ivrs) (AMD-Vi) or C(none) (the tables are there and neither is; the firmware
               offers no IOMMU, so no kernel argument can switch one on; in a virtual machine, no virtual IOMMU).
             - null when the tree has no C(firmware/acpi/tables) (a capture taken before the capture tool copied their
-              names, or a host without ACPI): unknown, which keeps no reboot from being planned.
+              names, or a host without ACPI). Unknown keeps no reboot from being planned.
             - The planner's rule (C(plugins/module_utils/passthrough/settle.py)) reads it.
           type: str
           sample: ivrs
