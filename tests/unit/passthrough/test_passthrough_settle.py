@@ -240,3 +240,17 @@ def test_the_summary_and_the_report_name_the_host_left_alone(planner, host_facts
     assert causes(report["left_alone"][0]["blocked_by"]) == ["vm_without_nested_virtualization", "vm_without_iommu"]
     # The seed server's reboot is pending (nothing configured yet); the VM's is not.
     assert report["totals"]["hosts_left_alone"] == 1 and [p["host"] for p in report["pending"]] == ["seed-v100"]
+
+
+def test_the_verification_names_the_missing_table_after_a_reboot(planner, host_facts):
+    from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough import verify
+    plan = planner.passthrough_plan(host_facts("intel-pre-iommu"), {}, "intel-pre-iommu")
+    # Booted with the planned line, and still no IOMMU: the firmware published no DMAR table.
+    after = dict(host_facts("intel-pre-iommu"), kernel_cmdline=["ro"] + plan["kernel_args"], iommu_firmware="none")
+    problems = verify.verify(after, plan, "intel-pre-iommu")
+    assert problems[0]["cause"] == "iommu_inactive"
+    assert "(no /sys/kernel/iommu_groups) (the firmware's ACPI tables (/sys/firmware/acpi/tables) have no DMAR or IVRS " \
+           "table): enable AMD-Vi/IOMMU or VT-d in the firmware setup" in problems[0]["message"]
+    # Tables not read: the message as before.
+    unknown = verify.verify(dict(after, iommu_firmware=None), plan, "intel-pre-iommu")
+    assert "(no /sys/kernel/iommu_groups): enable AMD-Vi/IOMMU or VT-d in the firmware setup" in unknown[0]["message"]
