@@ -254,3 +254,10 @@ def test_the_verification_names_the_missing_table_after_a_reboot(planner, host_f
     # Tables not read: the message as before.
     unknown = verify.verify(dict(after, iommu_firmware=None), plan, "intel-pre-iommu")
     assert "(no /sys/kernel/iommu_groups): enable AMD-Vi/IOMMU or VT-d in the firmware setup" in unknown[0]["message"]
+
+
+def test_the_plan_report_says_no_reboot_can_help(planner, h200):
+    from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough.report import plan_report
+    text = plan_report(planner.passthrough_plan(h200, {}, "h200-vm"), h200)
+    assert "reboot required: no (no reboot can help: the host phase leaves this host as it is)" in text
+    assert "  blocked by vm_without_iommu: this host is a virtual machine" in text
