@@ -261,3 +261,20 @@ def test_the_plan_report_says_no_reboot_can_help(planner, h200):
     text = plan_report(planner.passthrough_plan(h200, {}, "h200-vm"), h200)
     assert "reboot required: no (no reboot can help: the host phase leaves this host as it is)" in text
     assert "  blocked by vm_without_iommu: this host is a virtual machine" in text
+
+
+@pytest.mark.parametrize("capture, tables, found", [
+    # Captured before the capture tool copied the ACPI table names: unknown tables, the missing vmx blocks.
+    ("h200-vm-guest", None, ["vm_without_nested_virtualization"]),
+    ("h200-vm-windows", None, ["vm_without_nested_virtualization"]),
+    ("h200-vm-acpi", "none", ["vm_without_nested_virtualization", "vm_without_iommu"]),
+])
+def test_no_real_h200_vm_capture_plans_a_reboot(planner, facts_module, tmp_path, capture, tables, found):
+    with tarfile.open(os.path.join(ROOT, "fixtures", "captures", capture, "capture.tar.gz")) as tar:
+        tar.extractall(tmp_path, filter="tar")
+    facts = facts_module.discover(str(tmp_path / "sys"), str(tmp_path / "proc"))
+    plan = planner.passthrough_plan(facts, {}, capture)
+    assert facts["iommu_firmware"] == tables
+    assert causes(plan["blocked_by"]) == found
+    assert plan["reboot_required"] is False and plan["reboot_blocked"] is True
+    assert causes(checks.left_alone(plan, facts)) == found
