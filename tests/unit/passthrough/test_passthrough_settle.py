@@ -278,3 +278,13 @@ def test_no_real_h200_vm_capture_plans_a_reboot(planner, facts_module, tmp_path,
     assert causes(plan["blocked_by"]) == found
     assert plan["reboot_required"] is False and plan["reboot_blocked"] is True
     assert causes(checks.left_alone(plan, facts)) == found
+
+
+def test_the_iommu_note_promises_nothing_it_cannot_know(planner, host_facts):
+    # A VM without vmx whose tables are unknown: the IOMMU might come with intel_iommu=on, the missing vmx blocks.
+    vm = dict(host_facts("intel-pre-iommu"), hypervisor=True, virtualization=None, iommu_firmware=None)
+    notes = planner.passthrough_plan(vm, {}, "vm")["notes"]
+    assert any("No reboot can make this host a passthrough host (see blocked_by)" in n for n in notes)
+    assert not any("No kernel argument can switch it on" in n for n in notes)
+    none = planner.passthrough_plan(dict(vm, iommu_firmware="none"), {}, "vm")["notes"]
+    assert any("No kernel argument can switch it on here (see blocked_by)" in n for n in none)

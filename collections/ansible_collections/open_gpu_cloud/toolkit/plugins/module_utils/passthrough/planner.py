@@ -142,13 +142,15 @@ def _plan_without_iommu(candidates, devices, pol, blocked=False):
 
     The GPUs (and their other functions) go to vfio-pci with the same reboot that turns the IOMMU on,
     so one reboot is enough when the groups turn out clean; binding a GPU the host does not use takes
-    nothing from the host. ``blocked``: no reboot can switch the IOMMU on (``settle.py``), so the note does not
-    promise it. Returns ``(excluded, vfio, notes)``.
+    nothing from the host. ``blocked``: ``"iommu"`` when no reboot can switch the IOMMU on, ``"other"`` when something
+    else keeps any reboot from helping (``settle.py``), so the note does not promise it. Returns ``(excluded, vfio, notes)``.
     """
     notes = ["The IOMMU is not active (the kernel shows no IOMMU groups), so whether a GPU shares its group "
              "with other devices cannot be checked: nothing is offered to Nova yet. "
-             + ("No kernel argument can switch it on here (see blocked_by): the binding and kernel arguments below "
-                "are what the host needs once it has an IOMMU, and are not applied." if blocked else
+             + ({"iommu": "No kernel argument can switch it on here (see blocked_by): the binding and kernel arguments "
+                          "below are what the host needs once it has an IOMMU, and are not applied.",
+                 "other": "No reboot can make this host a passthrough host (see blocked_by): the binding and kernel "
+                          "arguments below are what it would need, and are not applied."}.get(blocked) or
                 "The planned kernel arguments enable the IOMMU; after the reboot the plan is made again from the new "
                 "facts.")]
     excluded = {dev["address"]: _exclusion("iommu_inactive",
@@ -459,7 +461,9 @@ def passthrough_plan(facts, policy=None, host=None, firmware_enables=()):
         selected, excluded, vfio, group_report = _select_per_group(candidates, groups, stays, pol)
         notes = []
     else:
-        excluded, vfio, notes = _plan_without_iommu(candidates, devices, pol, blocked=bool(blocked_by))
+        blocked = ("iommu" if any(b["cause"] in settle.IOMMU_CAUSES for b in blocked_by)
+                   else "other" if blocked_by else None)
+        excluded, vfio, notes = _plan_without_iommu(candidates, devices, pol, blocked=blocked)
         selected, group_report = [], []
     for address, entry in stays.items():
         excluded.setdefault(address, entry)
