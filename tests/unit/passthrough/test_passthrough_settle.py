@@ -288,3 +288,16 @@ def test_the_iommu_note_promises_nothing_it_cannot_know(planner, host_facts):
     assert not any("No kernel argument can switch it on" in n for n in notes)
     none = planner.passthrough_plan(dict(vm, iommu_firmware="none"), {}, "vm")["notes"]
     assert any("No kernel argument can switch it on here (see blocked_by)" in n for n in none)
+
+
+def test_the_markdown_report_lists_the_host_left_alone(planner, host_facts, h200):
+    from test_fleet_report import render_markdown  # the template as ansible.builtin.template renders it
+    plans = {"seed-v100": {"facts": host_facts("seed-v100"),
+                           "plan": planner.passthrough_plan(host_facts("seed-v100"), {}, "seed-v100")},
+             "h200-vm": {"facts": h200, "plan": planner.passthrough_plan(h200, {}, "h200-vm")}}
+    text = render_markdown(fleet_report(plans))
+    section = text[text.index("## Hosts left alone (no reboot can help)"):text.index("## GPUs offered without")]
+    assert "- **h200-vm** (vm_without_iommu): this host is a virtual machine" in section
+    assert "seed-v100" not in section
+    # Without such a host the report has no such section.
+    assert "Hosts left alone" not in render_markdown(fleet_report({"seed-v100": plans["seed-v100"]}))
