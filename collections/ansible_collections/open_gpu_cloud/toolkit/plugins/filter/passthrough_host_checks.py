@@ -192,6 +192,10 @@ def coordination_errors(values, host):
                 f"{host}: {backend.VARIABLE} ({shown}) {same} passthrough_plan_dir ({plan_dir}): the coordination "
                 "records would mix with the plan files, the fleet's record. Give it a directory of its own, e.g. "
                 f"file://{os.path.dirname(os.path.normpath(plan_dir))}/coordination.")
+    else:
+        problem = backend.trust_problem(kind, settings)
+        if problem:
+            errors.append(f"{host}: {backend.VARIABLE} ({shown}): {problem}.")
     return errors
 
 

@@ -15,6 +15,11 @@
   Credentials written into an address are refused, and never echoed (``without_credentials``).
 * Two path variables name two separate files (``same_or_nested``): a lock that is the state file, or its directory,
   would replace it.
+* What the project trusts on the control host (the coordination directory and its records, the keepers' runtime
+  directory, a client certificate) can be written by this user alone (``foreign_write_problem``): owned by this user,
+  not writable by group or others, and every directory above it owned by this user or root and not writable by group
+  or others unless sticky (as /tmp is) - the rule OpenSSH's StrictModes applies to ~/.ssh. Whoever else could write
+  it could delete a reboot slot (more hosts reboot at once than a wave allows) or plant a stop record.
 
 Every function returns a problem in words (naming the variable and the host) or None, so the callers (the
 roles' preflight filters, the plan loader) report every problem of a host at once.
@@ -27,7 +32,7 @@ import pwd
 import stat
 
 __all__ = ["host_name_problem", "path_problem", "writable_dir_problem", "bmc_address", "same_or_nested",
-           "without_credentials"]
+           "without_credentials", "foreign_write_problem"]
 
 
 def host_name_problem(host):
@@ -102,6 +107,52 @@ def _user(uid):
 
 def _owner_mode(info):
     return f"owned by {_user(info.st_uid)}, mode {stat.S_IMODE(info.st_mode):04o}"
+
+
+def _fix(path, info):
+    me = _me()
+    fixes = []
+    if info.st_uid != os.geteuid():
+        fixes.append(f"chown {me} {path}")
+    if stat.S_IMODE(info.st_mode) & 0o022:
+        fixes.append(f"chmod go-w {path}")
+    return " && ".join(fixes)
+
+
+def foreign_write_problem(path, what, ancestors=True):
+    """Why ``path`` (``what`` it is, for the message: "the coordination directory ...") could be written by a user
+    other than this one, or None: it (when it exists) is not this user's, or is writable by group or others; or,
+    with ``ancestors``, a directory above it is owned by another user than this one and root, or is writable by group
+    or others without the sticky bit. A missing ``path`` is no problem (it is created private). The answer names the
+    path, its owner and mode, and the commands that fix it."""
+    path = os.path.abspath(path)
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        info = None
+    if info is not None and (info.st_uid != os.geteuid() or stat.S_IMODE(info.st_mode) & 0o022):
+        return (f"{what} {path} is {_owner_mode(info)}: another user than {_me()} could write it. Make it "
+                f"{_me()}'s alone ({_fix(path, info)}), or give a directory of {_me()}'s own")
+    if not ancestors:
+        return None
+    parent = os.path.dirname(path)
+    while True:
+        try:
+            above = os.stat(parent)
+        except OSError:
+            above = None
+        if above is not None:
+            foreign_owner = above.st_uid not in (0, os.geteuid())
+            open_mode = stat.S_IMODE(above.st_mode) & 0o022 and not above.st_mode & stat.S_ISVTX
+            if foreign_owner or open_mode:
+                fix = ([f"chown root {parent}"] if foreign_owner else []) + ([f"chmod go-w {parent}"] if open_mode
+                                                                             else [])
+                return (f"{what} {path} lies in {parent}, which is {_owner_mode(above)}: another user than {_me()} "
+                        f"could replace what it holds. Make {parent} {_me()}'s or root's and not writable by group or "
+                        f"others ({' && '.join(fix)}), or give a directory elsewhere")
+        if parent == "/":
+            return None
+        parent = os.path.dirname(parent)
 
 
 def same_or_nested(first, second):

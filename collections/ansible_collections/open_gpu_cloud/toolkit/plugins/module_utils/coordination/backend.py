@@ -38,10 +38,11 @@ import tempfile
 import time
 from urllib.parse import parse_qs, urlsplit
 
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.common import locations
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import leases
 
 __all__ = ["BackendError", "Unavailable", "LeaseLost", "View", "parse_url", "open_backend", "FileBackend",
-           "EtcdBackend", "lease_id_of", "VARIABLE"]
+           "EtcdBackend", "lease_id_of", "VARIABLE", "trust_problem"]
 
 VARIABLE = "passthrough_rollout_coordination_url"
 ETCD_OPTIONS = ("ca_cert", "cert_cert", "cert_key")
@@ -142,6 +143,20 @@ def parse_url(url):
                        "(several control hosts: kolla-ansible's etcd)")
 
 
+def trust_problem(kind, settings):
+    """Why what the backend of ``(kind, settings)`` (parse_url's) reads on the control host could be written by
+    another user (locations.foreign_write_problem): the directory of a file backend, the client certificate and key
+    of an etcd one; or None."""
+    if kind == "file":
+        return locations.foreign_write_problem(settings["path"], "the coordination directory")
+    for option in ETCD_OPTIONS:
+        if settings.get(option):
+            problem = locations.foreign_write_problem(settings[option], f"the {option} file")
+            if problem:
+                return problem
+    return None
+
+
 def open_backend(url, connect_timeout=10, read_timeout=30):
     """The backend a URL names (parse_url)."""
     kind, settings, shown = parse_url(url)
@@ -167,7 +182,8 @@ class FileBackend:
         self.clock = clock
 
     def problem(self):
-        """Why the directory cannot hold the records (a symbolic link, not a directory), or None."""
+        """Why the directory cannot hold the records (a symbolic link, not a directory, writable by another user than
+        this one: trust_problem), or None."""
         try:
             info = os.lstat(self.path)
         except FileNotFoundError:
@@ -176,10 +192,11 @@ class FileBackend:
             return f"{self.path} is a symbolic link: give the real directory, so that every run agrees on it"
         if not stat.S_ISDIR(info.st_mode):
             return f"{self.path} exists and is not a directory"
-        return None
+        return trust_problem("file", {"path": self.path})
 
     def check(self):
-        """Refuse a path that is a symlink or not a directory (before anything is written)."""
+        """Refuse a path that is a symlink, not a directory or writable by another user (before anything is read or
+        written)."""
         problem = self.problem()
         if problem:
             raise BackendError(f"{VARIABLE} ({self.shown}): {problem}")
@@ -208,10 +225,18 @@ class FileBackend:
     def _load(self, name):
         path = os.path.join(self.path, name)
         try:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         except FileNotFoundError:
             return None, None
+        except OSError as exc:
+            raise BackendError(f"{VARIABLE} ({self.shown}): {path} cannot be read ({exc.strerror}): it is no record "
+                               "of open-gpu-cloud's coordination (a symbolic link?); remove it, after checking that no "
+                               "run of playbooks/host.yml is rebooting a host") from None
+        with os.fdopen(fd, encoding="utf-8") as handle:
+            info = os.fstat(handle.fileno())
+            if info.st_uid != os.geteuid() or stat.S_IMODE(info.st_mode) & 0o022:
+                raise BackendError(f"{VARIABLE} ({self.shown}): {locations.foreign_write_problem(path, 'the record', False)}")
+            text = handle.read()
         try:
             data = json.loads(text)
         except ValueError:
@@ -262,7 +287,7 @@ class FileBackend:
         for name in self._names():
             if name.startswith(_SLOT) and name[len(_SLOT):].isdigit():
                 record, text = self._load(name)
-                lease = live.get(str(record.get("lease")))
+                lease = live.get(str(record.get("lease"))) if record is not None else None
                 if lease is None:
                     continue  # its lease ran out or was revoked: free
                 slots[int(name[len(_SLOT):])] = dict(record, expires=leases.expiry_of(lease))
@@ -300,7 +325,7 @@ class FileBackend:
                 self._remove(name)
             elif name.startswith(_SLOT) and name[len(_SLOT):].isdigit():
                 record, _revision = self._load(name)
-                if str(record.get("lease")) not in live:
+                if record is None or str(record.get("lease")) not in live:
                     self._remove(name)
 
     def put_stop(self, record):
@@ -375,6 +400,7 @@ class EtcdBackend:
         self.shown = shown
         self.clock = clock
         self.prefix = settings["prefix"]
+        self.settings = settings
         self.client = etcd3gw.Etcd3Client(
             host=settings["host"], port=settings["port"], protocol=settings["protocol"],
             ca_cert=settings.get("ca_cert"), cert_cert=settings.get("cert_cert"), cert_key=settings.get("cert_key"),
@@ -382,7 +408,10 @@ class EtcdBackend:
         self.timeouts = (connect_timeout, read_timeout)
 
     def check(self):
-        """Nothing to check before a request (the URL was parsed)."""
+        """Refuse a client certificate or key another user could write (trust_problem)."""
+        problem = trust_problem("etcd", self.settings)
+        if problem:
+            raise BackendError(f"{VARIABLE} ({self.shown}): {problem}")
 
     def _post(self, path, payload):
         try:
