@@ -127,6 +127,9 @@ def slot_task(args, here, backend, check=False, clock=time.time, sleep=time.slee
                 f"{backend.shown}, written after this run started at {leases.utc(args['run_started'])}). The rollout "
                 f"stops on this run too: {host} is left untouched. Fix {record.get('host')}, then run "
                 "playbooks/host.yml again: a run started after the failure is not held back by the record."))
+        except leases.StopFromFuture as exc:
+            return dict(result, failed=True, stopped=exc.record, waited=round(clock() - start, 1), msg=(
+                f"{host}: no reboot slot: {exc} ({backend.shown}). {host} is left untouched."))
         except leases.SlotsFull as exc:
             waited = clock() - start
             result.update(holders=exc.holders, waited=round(waited, 1))

@@ -20,6 +20,9 @@ Both keep the same things, in the same shape:
   ``expires``, on this control host's clock);
 * the stop record (no lease: it is history, not a hold).
 
+Only these records are read: any other key under the etcd prefix (or file in the directory) is another tool's, and
+is ignored, never refused - a key the project never wrote stops no slot request.
+
 A change is optimistic: ``read`` returns a view; ``commit(view, ...)`` applies puts and deletes only if no slot and
 no stop record changed since that view (etcd: one transaction comparing the revisions of the whole slot range and
 the stop key; the directory: the same comparison under the flock), else it returns False and the caller reads
@@ -328,6 +331,10 @@ class FileBackend:
                 if record is None or str(record.get("lease")) not in live:
                     self._remove(name)
 
+    def stop_removal(self):
+        """How the operator removes the stop record (a command)."""
+        return f"rm {os.path.join(self.path, _STOP)}"
+
     def put_stop(self, record):
         with self._Flock(self, create=True):
             self._write(_STOP, record)
@@ -432,23 +439,32 @@ class EtcdBackend:
         slots, stop, ttls = {}, None, {}
         for item in answer.get("kvs", []):
             key = _unb64(item["key"])
+            if not self._ours(key):
+                continue  # not a record of this project's (another tool's key under the prefix): not read
             try:
                 record = json.loads(_unb64(item.get("value")))
             except ValueError:
                 record = None
             if not isinstance(record, dict):
-                raise BackendError(f"{self.shown}: {key} is not a record of open-gpu-cloud's coordination: delete it "
-                                   "(etcdctl del), after checking that no run of playbooks/host.yml is rebooting a "
+                raise BackendError(f"{self.shown}: {key}, a key of open-gpu-cloud's coordination, holds no record of "
+                                   f"it (a JSON object): delete it ({self.stop_removal().rsplit(' ', 1)[0]} {key}), after checking that no run of playbooks/host.yml is rebooting a "
                                    "host")
             if key == f"{self.prefix}/stopped":
                 stop = record
-            elif key.startswith(f"{self.prefix}/slot/") and key.rsplit("/", 1)[1].isdigit():
+            else:
                 lease = item.get("lease", "0")
                 if lease not in ttls:
                     ttls[lease] = self._ttl(lease)
                 if ttls[lease] > 0:
                     slots[int(key.rsplit("/", 1)[1])] = dict(record, expires=now + ttls[lease])
         return View(slots, stop, now, revision)
+
+    def _ours(self, key):
+        """Whether ``key`` is one of this project's records: ``<prefix>/stopped`` or ``<prefix>/slot/<digits>``."""
+        if key == f"{self.prefix}/stopped":
+            return True
+        slot = f"{self.prefix}/slot/"
+        return key.startswith(slot) and key[len(slot):].isdigit() and key[len(slot):].isascii()
 
     def _ttl(self, lease):
         answer = self._post("/kv/lease/timetolive", {"ID": lease})
@@ -478,6 +494,11 @@ class EtcdBackend:
             raise
         return bool(answer.get("succeeded"))
 
+    def stop_removal(self):
+        """How the operator removes the stop record (a command)."""
+        endpoint = f"{self.settings['protocol']}://{locations_host(self.settings['host'])}:{self.settings['port']}"
+        return f"etcdctl --endpoints={endpoint} del {self.prefix}/stopped"
+
     def put_stop(self, record):
         self._post("/kv/put", {"key": _b64(f"{self.prefix}/stopped"), "value": _b64(json.dumps(record, sort_keys=True))})
 
@@ -503,6 +524,11 @@ class EtcdBackend:
         except BackendError as exc:
             if "not found" not in str(exc):
                 raise
+
+
+def locations_host(host):
+    """A host as it stands in a URL: an IPv6 literal in brackets."""
+    return f"[{host}]" if ":" in host else host
 
 
 def _first_line(exc):
