@@ -223,3 +223,18 @@ def test_a_service_that_accepts_and_never_answers_fails_after_the_read_timeout()
         with pytest.raises(be.Unavailable, match="cannot be reached .*read timeout 2 s"):
             backend.keepalive(1)
         assert accepted and 1.5 < time.time() - started < 6
+
+
+def test_the_lease_ttl_limit_checked_before_any_host_is_etcd_s_own(etcd):
+    """backend.MAX_TTL["etcd"], which the rollout's check entry point holds the TTL to, is what the real etcd takes."""
+    backend = be.open_backend(f"{etcd.url}/ttl-limit")
+    largest, beyond = be.lease_id_of(ident.digest("ttl", "largest")), be.lease_id_of(ident.digest("ttl", "beyond"))
+    assert backend.grant(largest, be.MAX_TTL["etcd"], {}) is True
+    try:
+        assert backend.remaining(largest) > be.MAX_TTL["etcd"] - 60
+        with pytest.raises(be.BackendError, match="too large lease TTL"):
+            backend.grant(beyond, be.MAX_TTL["etcd"] + 1, {})
+    finally:
+        backend.revoke(largest)
+    assert be.ttl_problem("etcd", be.MAX_TTL["etcd"], backend.shown) is None
+    assert "outside what" in be.ttl_problem("etcd", be.MAX_TTL["etcd"] + 1, backend.shown)

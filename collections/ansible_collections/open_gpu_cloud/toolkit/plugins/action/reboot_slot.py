@@ -54,7 +54,7 @@ def check_args(args, host):
     for name in ("url", "host", "state", "reason"):
         if not isinstance(done.get(name), str):
             raise SlotArgumentError(f"{name}={done.get(name)!r} ({type(done.get(name)).__name__}) must be a string")
-    be.parse_url(done["url"])
+    kind, _settings, shown = be.parse_url(done["url"])
     if not done["host"]:
         raise SlotArgumentError("host must not be empty")
     if done["state"] not in STATES:
@@ -62,6 +62,9 @@ def check_args(args, host):
     for name in ("connect_timeout", "read_timeout"):
         _number(done, name, 1)
     _number(done, "lease_ttl", 5, kind=int)
+    problem = be.ttl_problem(kind, done["lease_ttl"], shown)
+    if problem:
+        raise SlotArgumentError(problem)
     if done["state"] == "acquired":
         for name in ("capacity", "run_started"):
             if name not in done:

@@ -181,6 +181,11 @@ def coordination_errors(values, host):
         kind, settings, shown = backend.parse_url(url)
     except backend.BackendError as exc:
         return errors + [f"{host}: {exc}."]
+    ttl = values.get("passthrough_rollout_lease_ttl")
+    if _at_least(ttl, ROLLOUT_SECONDS["passthrough_rollout_lease_ttl"]):
+        problem = backend.ttl_problem(kind, int(ttl), shown)
+        if problem:
+            errors.append(f"{host}: {problem}.")
     if kind == "file":
         problem = backend.FileBackend(settings["path"], shown).problem()
         if problem:

@@ -12,7 +12,9 @@
   write, or does not exist yet; the answer names its owner and mode rather than an errno.
 * The BMC's address (``bmc_address``) is ``host[:port]``: the Redfish modules put ``https://`` in front
   of it themselves, so an ``https://`` the operator wrote is taken off; any other scheme, or a path, is refused.
-  Credentials written into an address are refused, and never echoed (``without_credentials``).
+  Credentials written into an address are refused, and never echoed (``without_credentials``). Its host and port
+  are read by ``addresses.parse_authority``, the one reader of every address the project takes (a port 0, a host
+  that is no name or IP address, refused; an IPv6 address given in brackets, for the Redfish modules' URL).
 * Two path variables name two separate files (``same_or_nested``): a lock that is the state file, or its directory,
   would replace it.
 * What the project trusts on the control host (the coordination directory and its records, the keepers' runtime
@@ -30,6 +32,9 @@ from __future__ import annotations
 import os
 import pwd
 import stat
+
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.common import addresses
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.common.addresses import without_credentials
 
 __all__ = ["host_name_problem", "path_problem", "writable_dir_problem", "bmc_address", "same_or_nested",
            "without_credentials", "foreign_write_problem"]
@@ -170,19 +175,6 @@ def same_or_nested(first, second):
     return None
 
 
-def without_credentials(value):
-    """An address as it may be shown: whatever stands before an ``@`` in its authority (a user, a password) is masked,
-    so a refusal never echoes a secret."""
-    text = str(value)
-    scheme, sep, rest = text.partition("://")
-    if not sep:
-        scheme, rest = "", text
-    authority, slash, tail = rest.partition("/")
-    if "@" in authority:
-        authority = "********@" + authority.rsplit("@", 1)[1]
-    return f"{scheme}{sep}{authority}{slash}{tail}"
-
-
 def bmc_address(value):
     """``(address, problem)``: the BMC's ``host[:port]`` for the Redfish modules (which prepend ``https://``)
     from what the operator wrote. ``https://host[:port]`` (with or without a trailing ``/``) gives
@@ -204,4 +196,9 @@ def bmc_address(value):
                       f"bmc-h1.example:8443), not {' or '.join(problems) or 'empty'}: the role adds https:// and "
                       "Redfish's /redfish/v1 itself; the user goes in passthrough_host_bmc_username and the password "
                       "in passthrough_host_bmc_password (in the host's vault)")
-    return address, None
+    try:
+        parsed = addresses.parse_authority(address, "passthrough_host_bmc_address", bare_ipv6=True)
+    except addresses.AddressError as exc:
+        return None, (f"{exc} (the BMC's host[:port], e.g. 10.0.0.21, [2001:db8::21]:8443 or "
+                      "bmc-h1.example:8443)")
+    return parsed.authority, None

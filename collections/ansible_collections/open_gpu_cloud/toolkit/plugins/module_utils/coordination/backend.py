@@ -41,11 +41,12 @@ import tempfile
 import time
 from urllib.parse import parse_qs, urlsplit
 
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.common import addresses
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.common import locations
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import leases
 
 __all__ = ["BackendError", "Unavailable", "LeaseLost", "View", "parse_url", "open_backend", "FileBackend",
-           "EtcdBackend", "lease_id_of", "VARIABLE", "trust_problem"]
+           "EtcdBackend", "lease_id_of", "VARIABLE", "trust_problem", "ttl_problem", "MAX_TTL", "MIN_TTL"]
 
 VARIABLE = "passthrough_rollout_coordination_url"
 ETCD_OPTIONS = ("ca_cert", "cert_cert", "cert_key")
@@ -81,13 +82,14 @@ def lease_id_of(run):
 
 
 def _shown(parts):
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{parts.hostname or ''}{port}{parts.path}"
+    return f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1]}{parts.path}"
 
 
 def parse_url(url):
     """``(kind, settings, shown)`` of a coordination URL; BackendError naming the variable and the fix for anything
-    else. Credentials in the URL are refused without being shown."""
+    else. Credentials in the URL are refused without being shown. An etcd URL's host and port are read by
+    common/addresses.py (the one reader of every address: a port 0 refused, not replaced by the default; an IPv6
+    literal kept in its brackets in ``shown``)."""
     if not isinstance(url, str) or not url:
         raise BackendError(f"{VARIABLE} ({url!r}) must be a URL: file:///<directory> on one control host, or "
                            "etcd3+http://<host>:2379 for several")
@@ -102,9 +104,11 @@ def parse_url(url):
             "the address alone (etcd3+https://<host>:2379): the coordination service is reached with a client "
             "certificate (?ca_cert=...&cert_cert=...&cert_key=...), never with a password in a variable that ends "
             "up in logs")
+    scheme = url.split("://", 1)[0].lower()
+    if scheme in ETCD_SCHEMES:
+        return _parse_etcd(url)
     try:
         parts = urlsplit(url)
-        parts.port  # pylint: disable=pointless-statement  # a bad port raises here
     except ValueError:
         raise BackendError(f"{VARIABLE} is not a URL this version reads (a bad host or port); it is not shown "
                            "here in case it holds a secret. Give file:///<directory> or etcd3+http://<host>:2379") \
@@ -119,31 +123,58 @@ def parse_url(url):
             raise BackendError(f"{VARIABLE} ({url}) must name an absolute directory other than /: "
                                "file:///var/lib/open-gpu-cloud/coordination")
         return "file", {"path": os.path.normpath(parts.path)}, f"file://{os.path.normpath(parts.path)}"
-    if parts.scheme in ("etcd3+http", "etcd3+https"):
-        if not parts.hostname:
-            raise BackendError(f"{VARIABLE} ({_shown(parts)}) names no host: etcd3+http://<host>:2379")
-        query = parse_qs(parts.query, keep_blank_values=True)
-        unknown = sorted(set(query) - set(ETCD_OPTIONS))
-        if unknown:
-            raise BackendError(f"{VARIABLE} ({_shown(parts)}) has unknown option(s) {', '.join(unknown)}; known: "
-                               f"{', '.join(ETCD_OPTIONS)} (the client certificate of etcd3+https)")
-        options = {key: values[-1] for key, values in query.items()}
-        for key, value in options.items():
-            if not value.startswith("/"):
-                raise BackendError(f"{VARIABLE} ({_shown(parts)}): {key} must be an absolute path on the control "
-                                   "host")
-        if ("cert_cert" in options) != ("cert_key" in options):
-            raise BackendError(f"{VARIABLE} ({_shown(parts)}): give cert_cert and cert_key together")
-        if options and parts.scheme != "etcd3+https":
-            raise BackendError(f"{VARIABLE} ({_shown(parts)}): {', '.join(sorted(options))} only go with "
-                               "etcd3+https")
-        prefix = parts.path.rstrip("/") or DEFAULT_PREFIX
-        settings = dict(host=parts.hostname, port=parts.port or 2379, protocol=parts.scheme.split("+", 1)[1],
-                        prefix=prefix, **options)
-        return "etcd", settings, _shown(parts)
     raise BackendError(f"{VARIABLE} ({_shown(parts) if parts.scheme else '...'}) uses a scheme this version does "
                        "not read: give file:///<directory> (one control host) or etcd3+http(s)://<host>:2379 "
                        "(several control hosts: kolla-ansible's etcd)")
+
+
+ETCD_SCHEMES = ("etcd3+http", "etcd3+https")
+
+
+def _parse_etcd(url):
+    try:
+        address = addresses.parse_url(url, VARIABLE, ETCD_SCHEMES)
+    except addresses.AddressError as exc:
+        raise BackendError(str(exc)) from None
+    query = parse_qs(address.query, keep_blank_values=True)
+    unknown = sorted(set(query) - set(ETCD_OPTIONS))
+    if unknown:
+        raise BackendError(f"{VARIABLE} ({address.shown}) has unknown option(s) {', '.join(unknown)}; known: "
+                           f"{', '.join(ETCD_OPTIONS)} (the client certificate of etcd3+https)")
+    options = {key: values[-1] for key, values in query.items()}
+    for key, value in options.items():
+        if not value.startswith("/"):
+            raise BackendError(f"{VARIABLE} ({address.shown}): {key} must be an absolute path on the control host")
+    if ("cert_cert" in options) != ("cert_key" in options):
+        raise BackendError(f"{VARIABLE} ({address.shown}): give cert_cert and cert_key together")
+    if options and address.scheme != "etcd3+https":
+        raise BackendError(f"{VARIABLE} ({address.shown}): {', '.join(sorted(options))} only go with etcd3+https")
+    prefix = address.path.rstrip("/") or DEFAULT_PREFIX
+    settings = dict(host=address.host, port=address.port or 2379, protocol=address.scheme.split("+", 1)[1],
+                    prefix=prefix, **options)
+    return "etcd", settings, address.shown
+
+
+# The lease TTLs (seconds) each backend takes: etcd's own limit (MaxLeaseTTL in its lease/lessor.go, 9,000,000,000 s;
+# etcd 3.4 answers "etcdserver: too large lease TTL" above it), and for the directory one day - the longest a dead
+# control host may be let hold its slots: beyond a day a TTL is a unit mistaken (milliseconds for seconds), not a
+# choice. Both at least 5 s (etcd raises a shorter TTL to its own least, about 2 s, silently).
+MIN_TTL = 5
+MAX_TTL = {"etcd": 9_000_000_000, "file": 86_400}
+TTL_VARIABLE = "passthrough_rollout_lease_ttl"
+
+
+def ttl_problem(kind, ttl, shown):
+    """Why ``ttl`` cannot be a lease TTL on the backend of kind ``kind`` (``shown``: its URL as shown), or None. A
+    wrong type is refused, never converted."""
+    if isinstance(ttl, bool) or not isinstance(ttl, int):
+        return f"{TTL_VARIABLE} ({ttl!r}, {type(ttl).__name__}) must be an int of seconds"
+    if not MIN_TTL <= ttl <= MAX_TTL[kind]:
+        what = "etcd's own limit, MaxLeaseTTL" if kind == "etcd" else \
+            "the longest this project lets a dead control host hold its slots on a directory backend"
+        return (f"{TTL_VARIABLE} ({ttl}) is outside what {shown} takes: from {MIN_TTL} to {MAX_TTL[kind]:,} s "
+                f"({what}). A dead control host's slots stay held this long: give seconds, e.g. 60")
+    return None
 
 
 def trust_problem(kind, settings):
@@ -341,6 +372,9 @@ class FileBackend:
 
     def grant(self, lease, ttl, holder):
         """Grant lease ``lease`` for ``ttl`` seconds; False when it exists already (another task of the run)."""
+        problem = ttl_problem("file", ttl, self.shown)
+        if problem:
+            raise BackendError(problem)
         with self._Flock(self, create=True):
             now = self.clock()
             if str(lease) in self._leases(now):
@@ -395,7 +429,7 @@ class EtcdBackend:
     def __init__(self, settings, shown, connect_timeout=10, read_timeout=30, clock=time.time):
         # Imported here, not with this file: the filter that checks the URL (parse_url) loads this file in the task
         # worker of each task that calls it, and etcd3gw brings requests with it
-        # (tests/unit/test_plugin_import_cost.py).
+        # (tests/unit/test_plugin_import_cost.py). etcd3gw puts an IPv6 host in brackets itself.
         try:
             import etcd3gw
             from etcd3gw import exceptions as etcd_errors
@@ -496,7 +530,7 @@ class EtcdBackend:
 
     def stop_removal(self):
         """How the operator removes the stop record (a command)."""
-        endpoint = f"{self.settings['protocol']}://{locations_host(self.settings['host'])}:{self.settings['port']}"
+        endpoint = f"{self.settings['protocol']}://{addresses.host_in_url(self.settings['host'])}:{self.settings['port']}"
         return f"etcdctl --endpoints={endpoint} del {self.prefix}/stopped"
 
     def put_stop(self, record):
@@ -524,11 +558,6 @@ class EtcdBackend:
         except BackendError as exc:
             if "not found" not in str(exc):
                 raise
-
-
-def locations_host(host):
-    """A host as it stands in a URL: an IPv6 literal in brackets."""
-    return f"[{host}]" if ":" in host else host
 
 
 def _first_line(exc):
