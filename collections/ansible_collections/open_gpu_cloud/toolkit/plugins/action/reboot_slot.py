@@ -24,7 +24,7 @@ from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordinatio
 
 STATES = ("acquired", "confirmed", "released", "stopped", "finished")
 OPTIONS = ("url", "host", "state", "capacity", "timeout", "run_started", "reason", "wave", "lease_ttl",
-           "connect_timeout", "read_timeout")
+           "connect_timeout", "read_timeout", "keeper_start_timeout")
 # Seconds between two looks at the slots while waiting for one.
 POLL = 1.0
 
@@ -47,7 +47,7 @@ def check_args(args, host):
     if unknown:
         raise SlotArgumentError(f"unsupported option(s): {', '.join(unknown)}")
     done = dict(dict(host=host, state="acquired", timeout=0, reason="", wave=[], lease_ttl=60, connect_timeout=5,
-                     read_timeout=10), **args)
+                     read_timeout=10, keeper_start_timeout=keeper.START_TIMEOUT), **args)
     if not isinstance(done["wave"], list) or not all(isinstance(h, str) and h for h in done["wave"]):
         raise SlotArgumentError(f"wave={done['wave']!r} ({type(done['wave']).__name__}) must be a list of host names "
                                 "(the hosts rebooting with this one: ansible_play_batch)")
@@ -59,7 +59,7 @@ def check_args(args, host):
         raise SlotArgumentError("host must not be empty")
     if done["state"] not in STATES:
         raise SlotArgumentError(f"state={done['state']!r} must be one of {', '.join(STATES)}")
-    for name in ("connect_timeout", "read_timeout"):
+    for name in ("connect_timeout", "read_timeout", "keeper_start_timeout"):
         _number(done, name, 1)
     _number(done, "lease_ttl", 5, kind=int)
     problem = be.ttl_problem(kind, done["lease_ttl"], shown)
@@ -105,7 +105,9 @@ def slot_task(args, here, backend, check=False, clock=time.time, sleep=time.slee
         return dict(result, failed=True, msg=(
             f"{host}: {exc}. The host is not rebooted outside a slot; its turn stops here. Check that the "
             f"coordination service {backend.shown} stays reachable from this control host (the keeper renews the "
-            "run's lease every third of passthrough_rollout_lease_ttl), then run playbooks/host.yml again."))
+            f"run's lease every third of passthrough_rollout_lease_ttl, {args['lease_ttl']} s); on a control host too "
+            f"loaded to renew within that (load average {keeper.load()}), raise passthrough_rollout_lease_ttl. The "
+            f"keeper's log says which: {keeper.log_path(here['run'])}. Then run playbooks/host.yml again."))
     except be.Unavailable as exc:
         if state in ("released", "stopped", "finished"):
             what = {"released": "its reboot slot frees itself when this run's lease runs out",
@@ -181,7 +183,8 @@ class ActionModule(ActionBase):
             here = ident.identity(ident.run_pid())
 
             def session(store):
-                return keeper.ensure(args["url"], here, args["lease_ttl"], timeouts, backend=store)[0]
+                return keeper.ensure(args["url"], here, args["lease_ttl"], timeouts, backend=store,
+                                     start_timeout=args["keeper_start_timeout"])[0]
 
             return dict(result, **slot_task(args, here, backend, check=self._task.check_mode, session=session))
         except (leases.LeaseError, OSError) as exc:

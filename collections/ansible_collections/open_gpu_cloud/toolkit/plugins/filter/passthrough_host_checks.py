@@ -130,7 +130,7 @@ def var_errors(values, host, family="", supported=("Debian", "RedHat")):
 
 
 # The rollout's durations (seconds) and the least each may be.
-ROLLOUT_SECONDS = {"passthrough_rollout_lease_ttl": 5, "passthrough_rollout_coordination_connect_timeout": 1,
+ROLLOUT_SECONDS = {"passthrough_rollout_lease_ttl": 5, "passthrough_rollout_keeper_start_timeout": 1, "passthrough_rollout_coordination_connect_timeout": 1,
                    "passthrough_rollout_coordination_read_timeout": 1, "passthrough_rollout_cloud_connect_timeout": 1,
                    "passthrough_rollout_cloud_read_timeout": 1, "passthrough_rollout_reboot_slot_timeout": 0}
 

@@ -51,7 +51,7 @@ from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.common impo
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import (  # noqa: E402
     backend as be, identity as ident)  # pylint: disable=wrong-import-position
 
-__all__ = ["runtime_dir", "pidfile", "log_path", "running", "sweep", "ensure", "keep", "stop", "main"]
+__all__ = ["runtime_dir", "pidfile", "log_path", "running", "sweep", "ensure", "keep", "stop", "main", "load"]
 
 MARKER = "open-gpu-cloud-keeper"
 # This module's import name, also when it runs as the keeper (``python -m`` names it __main__).
@@ -252,7 +252,7 @@ def ensure(url, here, ttl, timeouts=(10, 30), python=None, backend=None, start_t
         raise be.BackendError(
             f"the lease keeper's lock {path}.lock was not free within {start_timeout + 10} s ({START_VARIABLE} plus "
             f"10 s): another task of this run is starting its keeper on a control host too loaded to do it in time "
-            f"(load average {_load()}). Raise {START_VARIABLE}, or run fewer jobs at once on this control host")
+            f"(load average {load()}). Raise {START_VARIABLE}, or run fewer jobs at once on this control host")
     with guard:
         if running(path):
             return lease, False
@@ -303,12 +303,13 @@ def ensure(url, here, ttl, timeouts=(10, 30), python=None, backend=None, start_t
         kept = f"; this task renewed the lease meanwhile at {renewed} s" if renewed else ""
         raise be.BackendError(
             f"the lease keeper was not ready within {start_timeout} s ({START_VARIABLE}): {measured:.1f} s measured "
-            f"since the lease was granted, on a control host with load average {_load()} over {os.cpu_count()} "
+            f"since the lease was granted, on a control host with load average {load()} over {os.cpu_count()} "
             f"CPU(s){kept}; the lease is revoked and nothing was taken. Raise {START_VARIABLE} (or run fewer jobs at "
             f"once on this control host), then run playbooks/host.yml again. Its output: {tail or 'empty'}")
 
 
-def _load():
+def load():
+    """The control host's load average (1, 5, 15 minutes), as words for a message."""
     try:
         return " ".join(f"{value:.2f}" for value in os.getloadavg())
     except OSError:
@@ -407,11 +408,11 @@ def keep(backend, lease, ttl, run_pid, run_start, path, clock=time.monotonic, sl
                 return finish(1, (
                     f"the lease ran out or was revoked: nothing left to keep (last renewed {now - last_ok:.1f} s "
                     f"before, measured; its TTL {ttl:g} s, {TTL_VARIABLE}). When this control host was too loaded "
-                    f"to renew it within the TTL (load average {_load()}), raise {TTL_VARIABLE}"))
+                    f"to renew it within the TTL (load average {load()}), raise {TTL_VARIABLE}"))
             if now - last_ok > 2 * interval:
                 log(f"keeper of lease {lease}: renewed {now - last_ok:.1f} s after the last renewal, not every "
                     f"{interval:.1f} s (a third of {TTL_VARIABLE} {ttl:g} s): this control host is loaded (load "
-                    f"average {_load()}); the lease runs out if that reaches {ttl:g} s")
+                    f"average {load()}); the lease runs out if that reaches {ttl:g} s")
             last_ok, renew_at = now, now + interval
         sleep(min(0.5, max(0.05, renew_at - clock())))
 
