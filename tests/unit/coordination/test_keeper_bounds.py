@@ -1,14 +1,19 @@
 """The keeper's bounds, derived from the lease (plugins/module_utils/coordination/keeper.py): its first renewal is
 due a third of the TTL after the grant, not after its own start (at once when the start took longer); a renewal that
 came late, and a lease that ran out before it, are logged with the TTL, the time measured and the fix; the start
-window is a variable of the role, refused when it is no number of seconds."""
+window is a variable of the role, refused when it is no number of seconds; the directory backend's flock is waited
+for no longer than the read timeout."""
 
 from __future__ import annotations
+
+import fcntl
+import time
 
 import pytest
 
 from ogc_testlib import collection_plugin
 
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import backend as be
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import identity as ident
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import keeper
 
@@ -95,3 +100,18 @@ def test_the_rollout_s_check_refuses_a_start_window_below_a_second():
     errors = checks.rollout_var_errors({"passthrough_rollout_keeper_start_timeout": 0}, "h1")
     assert errors == ["h1: passthrough_rollout_keeper_start_timeout (0) must be a number of seconds (an int: the lease "
                       "at least 5, a timeout at least 1)."]
+
+
+def test_a_coordination_directory_whose_lock_stays_held_fails_after_the_read_timeout_naming_it(tmp_path):
+    backend = be.open_backend(f"file://{tmp_path}/coordination", 1, 1)
+    backend.put_stop({"time": 1.0})
+    with open(tmp_path / "coordination" / ".lock", "r+", encoding="utf-8") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # another process keeps it (stopped while holding it)
+        started = time.monotonic()
+        with pytest.raises(be.Unavailable) as exc:
+            backend.read()
+        assert 1 <= time.monotonic() - started < 3
+    assert str(exc.value).startswith(f"the coordination directory file://{tmp_path}/coordination: its lock "
+                                     f"{tmp_path}/coordination/.lock stayed held by another process for 1.")
+    assert "longer than 1 s (passthrough_rollout_coordination_read_timeout); find it with: fuser" in str(exc.value)
+    assert backend.read().stop == {"time": 1.0}  # free again: read at once

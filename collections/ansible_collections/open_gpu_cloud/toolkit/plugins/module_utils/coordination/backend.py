@@ -195,7 +195,7 @@ def open_backend(url, connect_timeout=10, read_timeout=30):
     """The backend a URL names (parse_url)."""
     kind, settings, shown = parse_url(url)
     if kind == "file":
-        return FileBackend(settings["path"], shown)
+        return FileBackend(settings["path"], shown, lock_timeout=read_timeout)
     return EtcdBackend(settings, shown, connect_timeout, read_timeout)
 
 
@@ -210,7 +210,8 @@ _FLOCK = ".lock"
 class FileBackend:
     """The records in a directory of the control host (see the module's docstring)."""
 
-    def __init__(self, path, shown=None, clock=time.time):
+    def __init__(self, path, shown=None, clock=time.time, lock_timeout=30):
+        self.lock_timeout = lock_timeout
         self.path = path
         self.shown = shown or f"file://{path}"
         self.clock = clock
@@ -249,8 +250,23 @@ class FileBackend:
                 os.makedirs(self.backend.path, mode=0o700, exist_ok=True)
             fd = os.open(os.path.join(self.backend.path, _FLOCK), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
             self.handle = os.fdopen(fd, "r+")
-            fcntl.flock(self.handle, fcntl.LOCK_EX)
-            return self
+            started = time.monotonic()
+            while True:  # bounded: a process that keeps the flock (stopped, or on a loaded host) fails the request
+                try:
+                    fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return self
+                except BlockingIOError:
+                    if time.monotonic() - started >= self.backend.lock_timeout:
+                        self.handle.close()
+                        self.handle = None
+                        raise Unavailable(
+                            f"the coordination directory {self.backend.shown}: its lock {self.backend.path}/{_FLOCK} "
+                            f"stayed held by another process for {time.monotonic() - started:.1f} s (measured), "
+                            f"longer than {self.backend.lock_timeout} s (passthrough_rollout_coordination_read_timeout)"
+                            f"; find it with: fuser {self.backend.path}/{_FLOCK}. A change there takes milliseconds: "
+                            "a process stopped while holding it (SIGSTOP, a debugger) must go on or end; on a control "
+                            "host that loaded, raise passthrough_rollout_coordination_read_timeout") from None
+                    time.sleep(0.01)
 
         def __exit__(self, *exc):
             if self.handle is not None:
