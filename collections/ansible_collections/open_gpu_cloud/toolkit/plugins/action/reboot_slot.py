@@ -41,6 +41,14 @@ def _number(done, name, minimum, kind=(int, float)):
     return value
 
 
+def _keeper_log(here):
+    """Where the run's keeper logs (keeper.log_path), or where to look when that cannot be said."""
+    try:
+        return keeper.log_path(here["run"])
+    except (be.BackendError, OSError):
+        return f"keeper-{here['run']}.log in the keepers' runtime directory"
+
+
 def check_args(args, host):
     """The task's arguments, checked: a dict with defaults filled in; SlotArgumentError names the bad one."""
     unknown = sorted(set(args) - set(OPTIONS))
@@ -107,7 +115,7 @@ def slot_task(args, here, backend, check=False, clock=time.time, sleep=time.slee
             f"coordination service {backend.shown} stays reachable from this control host (the keeper renews the "
             f"run's lease every third of passthrough_rollout_lease_ttl, {args['lease_ttl']} s); on a control host too "
             f"loaded to renew within that (load average {keeper.load()}), raise passthrough_rollout_lease_ttl. The "
-            f"keeper's log says which: {keeper.log_path(here['run'])}. Then run playbooks/host.yml again."))
+            f"keeper's log says which: {_keeper_log(here)}. Then run playbooks/host.yml again."))
     except be.Unavailable as exc:
         if state in ("released", "stopped", "finished"):
             what = {"released": "its reboot slot frees itself when this run's lease runs out",

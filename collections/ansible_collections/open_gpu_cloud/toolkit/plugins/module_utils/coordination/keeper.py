@@ -111,8 +111,8 @@ def runtime_dir():
                                   "XDG_RUNTIME_DIR")
         return path
     shared = os.path.join(tempfile.gettempdir(), name)
-    if _made_private(shared):
-        return shared
+    if _made_private(shared) and locations.foreign_write_problem(shared, "") is None:
+        return shared  # (a TMPDIR whose directories above are open to others without the sticky bit is not used)
     home = os.path.join(os.path.expanduser("~"), ".ansible")
     path = os.path.join(home, f"open-gpu-cloud-keepers-{ident.identity(os.getpid())['controller_id']}")
     problem = locations.foreign_write_problem(home, "the home's Ansible directory")
