@@ -135,7 +135,7 @@ def var_errors(values, host, family="", supported=("Debian", "RedHat")):
 
 
 # The rollout's durations (seconds) and the least each may be.
-ROLLOUT_SECONDS = {"passthrough_rollout_lease_ttl": 5, "passthrough_rollout_coordination_connect_timeout": 1,
+ROLLOUT_SECONDS = {"passthrough_rollout_lease_ttl": 5, "passthrough_rollout_keeper_start_timeout": 1, "passthrough_rollout_coordination_connect_timeout": 1,
                    "passthrough_rollout_coordination_read_timeout": 1, "passthrough_rollout_cloud_connect_timeout": 1,
                    "passthrough_rollout_cloud_read_timeout": 1, "passthrough_rollout_reboot_slot_timeout": 0}
 
@@ -186,6 +186,11 @@ def coordination_errors(values, host):
         kind, settings, shown = backend.parse_url(url)
     except backend.BackendError as exc:
         return errors + [f"{host}: {exc}."]
+    ttl = values.get("passthrough_rollout_lease_ttl")
+    if _at_least(ttl, ROLLOUT_SECONDS["passthrough_rollout_lease_ttl"]):
+        problem = backend.ttl_problem(kind, int(ttl), shown)
+        if problem:
+            errors.append(f"{host}: {problem}.")
     if kind == "file":
         problem = backend.FileBackend(settings["path"], shown).problem()
         if problem:
@@ -197,6 +202,10 @@ def coordination_errors(values, host):
                 f"{host}: {backend.VARIABLE} ({shown}) {same} passthrough_plan_dir ({plan_dir}): the coordination "
                 "records would mix with the plan files, the fleet's record. Give it a directory of its own, e.g. "
                 f"file://{os.path.dirname(os.path.normpath(plan_dir))}/coordination.")
+    else:
+        problem = backend.trust_problem(kind, settings)
+        if problem:
+            errors.append(f"{host}: {backend.VARIABLE} ({shown}): {problem}.")
     return errors
 
 
