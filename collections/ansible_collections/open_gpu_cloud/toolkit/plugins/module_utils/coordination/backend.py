@@ -497,8 +497,8 @@ class EtcdBackend:
                 record = None
             if not isinstance(record, dict):
                 raise BackendError(f"{self.shown}: {key}, a key of open-gpu-cloud's coordination, holds no record of "
-                                   f"it (a JSON object): delete it ({self.stop_removal().rsplit(' ', 1)[0]} {key}), after checking that no run of playbooks/host.yml is rebooting a "
-                                   "host")
+                                   f"it (a JSON object): delete it ({self.stop_removal().rsplit(' ', 1)[0]} {key}), "
+                                   "after checking that no run of playbooks/host.yml is rebooting a host")
             if key == f"{self.prefix}/stopped":
                 stop = record
             else:
