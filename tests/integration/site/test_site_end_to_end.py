@@ -539,4 +539,3 @@ def test_a_pool_cloud_moves_to_placement_with_a_gpu_server_running(demo):
     rc, out = demo.site("move-off", "-e", json.dumps(dict(move.vars(), nova_pci_config_placement=False)),
                         playbook="playbooks/nova.yml")
     assert rc != 0 and "cannot be disabled any more" in " ".join(out.split()), out[-4000:]
-
