@@ -22,6 +22,9 @@ Fixture description (YAML, see fixtures/hosts/*.yml):
     cmdline: "BOOT_IMAGE=/boot/vmlinuz root=UUID=... ro quiet"
     efi: true
     iommu: true                  # false: the kernel has not enabled the IOMMU (no groups at all)
+    acpi_tables: [APIC, DSDT, FACP, IVRS]   # names in sys/firmware/acpi/tables (empty files, as the capture tool
+                                 # copies them): DMAR (VT-d) or IVRS (AMD-Vi) when the firmware offers an IOMMU;
+                                 # without the key there is no tables directory (unknown, as in older captures)
     files: {etc/default/grub: "..."}   # any other files of the host, relative to the root
     devices:
       - {address: "0000:20:03.1", id: "1022:1483", class: "060400", group: 19}
@@ -279,6 +282,13 @@ def build_tree(fixture: dict, root: str, *, iommu: bool | None = None, cmdline: 
         _write(os.path.join(sysfs, "firmware", "efi", "fw_platform_size"), "64\n")
     else:
         os.makedirs(os.path.join(sysfs, "firmware"), exist_ok=True)
+    tables = fixture.get("acpi_tables")
+    if tables is not None:
+        if not isinstance(tables, list) or not all(isinstance(t, str) and t.isalnum() and len(t) <= 8 for t in tables):
+            raise FixtureError(f"acpi_tables must be a list of ACPI table names like [APIC, DMAR], got {tables!r}")
+        os.makedirs(os.path.join(sysfs, "firmware", "acpi", "tables"), exist_ok=True)
+        for name in tables:
+            _write(os.path.join(sysfs, "firmware", "acpi", "tables", name), "")
 
     _write(os.path.join(procfs, "cmdline"), (cmdline if cmdline is not None else str(fixture.get("cmdline", ""))).strip() + "\n")
     _write(os.path.join(procfs, "cpuinfo"), _cpuinfo(cpu, cpu_vendor))
@@ -395,6 +405,15 @@ def capture(archive: str, sysfs: str = "/sys", procfs: str = "/proc") -> int:
                 _copy_link(src, os.path.join(out_sys, "class", "iommu", unit))
         if os.path.isdir(os.path.join(sysfs, "firmware", "efi")):
             os.makedirs(os.path.join(out_sys, "firmware", "efi"), exist_ok=True)
+        # The firmware's ACPI tables by name only (DMAR: VT-d, IVRS: AMD-Vi; their presence says whether the firmware
+        # offers an IOMMU at all): empty files, as the tables themselves are readable by root alone and never needed.
+        tables = os.path.join(sysfs, "firmware", "acpi", "tables")
+        if os.path.isdir(tables):
+            out_tables = os.path.join(out_sys, "firmware", "acpi", "tables")
+            os.makedirs(out_tables, exist_ok=True)
+            for name in sorted(os.listdir(tables)):
+                if os.path.isfile(os.path.join(tables, name)) and not os.path.islink(os.path.join(tables, name)):
+                    _write(os.path.join(out_tables, name), "")
         for name in ("cmdline", "cpuinfo"):
             with open(os.path.join(procfs, name), encoding="utf-8", errors="replace") as handle:
                 _write(os.path.join(tmp, "proc", name), handle.read())

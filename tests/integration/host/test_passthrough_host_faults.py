@@ -2,7 +2,8 @@
 
 Every host is built from a fixture (scripts/mock_sysfs.py) with one thing wrong; the role runs on all
 of them at once (the tools and the reboot are recorded/simulated by tests/helpers) and each host must
-fail with its own clear message naming the host and the fix, leaving no half-written file.
+fail with its own clear message naming the host and the fix, leaving no half-written file - or, where no reboot
+can ever help (a virtual machine without a virtual IOMMU, no GPU), be left alone with a message saying why.
 """
 
 import copy
@@ -53,15 +54,40 @@ def cases():
     out["bmc-enables-virt"] = (copy.deepcopy(no_virt), {
         "passthrough_host_bmc_bios_attributes_extra": BMC_TABLE,
         "passthrough_host_reboot_command": "AS-SEED"})
+    # VT-d off in the firmware, as a tree without /sys/firmware/acpi/tables shows it (a capture taken before the
+    # capture tool copied their names): the tables are unknown, so the reboot is planned and the verification after it
+    # blames the firmware.
     vtd_off = copy.deepcopy(intel)
     vtd_off["firmware"] = {"iommu": False}
+    del vtd_off["acpi_tables"]
     out["vtd-off"] = (vtd_off, {})
+    # The same with the tables read: a firmware with VT-d off publishes no DMAR table, so no reboot is planned and the
+    # host is refused before anything is written.
+    vtd_off_tables = copy.deepcopy(vtd_off)
+    vtd_off_tables["acpi_tables"] = ["APIC", "DSDT", "FACP"]
+    out["vtd-off-tables"] = (vtd_off_tables, {})
     inactive = copy.deepcopy(intel)
     inactive["cmdline"] += " intel_iommu=on"
+    del inactive["acpi_tables"]  # unknown: the refusal comes from the line alone
     out["iommu-inactive"] = (inactive, {})
     amd_off = copy.deepcopy(seed)
     amd_off["iommu"] = False
+    del amd_off["acpi_tables"]  # unknown: the refusal comes from the line alone (AMD-Vi is the firmware's)
     out["amd-iommu-off"] = (amd_off, {})
+    # AMD-Vi off in the firmware with the tables read: no IVRS table.
+    amd_off_tables = copy.deepcopy(amd_off)
+    amd_off_tables["acpi_tables"] = ["APIC", "DSDT", "FACP"]
+    out["amd-iommu-off-tables"] = (amd_off_tables, {})
+    # A cloud GPU VM with nested virtualization (vmx) and no virtual IOMMU (its ACPI tables as Firecracker's, the real
+    # capture fixtures/captures/h200-vm-acpi): left alone, not failed; the run goes on with the other hosts.
+    vm = copy.deepcopy(intel)
+    vm["cpu"]["hypervisor"] = True
+    vm["acpi_tables"] = ["APIC", "DSDT", "FACP", "MCFG"]
+    out["vm-no-viommu"] = (vm, {})
+    # The same VM with a BMC address in its inventory (a copied group_vars): still left alone, the BMC never asked.
+    out["vm-no-viommu-bmc"] = (copy.deepcopy(vm), {"passthrough_host_bmc_address": f"127.0.0.1:{free_port()}",
+                                                   "passthrough_host_bmc_username": "ogc-admin",
+                                                   "passthrough_host_bmc_password": "right-password"})
     no_grub = copy.deepcopy(seed)
     no_grub["files"] = {}
     out["no-grub"] = (no_grub, {})
@@ -74,6 +100,9 @@ def cases():
     no_gpu["devices"] = [d for d in seed["devices"] if not d["id"].startswith("10de")]
     out["no-gpus"] = (no_gpu, {})
     out["no-gpus-expected"] = (copy.deepcopy(no_gpu), {"passthrough_host_expect_no_gpus": True})
+    # GPUs, none offered: the plan selects nothing and binds nothing, which is refused unless expected.
+    out["none-selected"] = (copy.deepcopy(seed), {"passthrough_policy": {"exclude": [
+        d["address"] for d in seed["devices"] if d["id"].startswith("10de")]}})
     out["forced"] = (copy.deepcopy(seed), {"passthrough_policy": {"keep_on_host": ["0000:28:00.0"]}})
     # An inventory of an earlier version: the host role's own policy name is refused, not silently ignored.
     out["retired-policy"] = (copy.deepcopy(seed), {"passthrough_host_policy": {"exclude": ["0000:27:00.0"]}})
@@ -395,7 +424,12 @@ ADVICE = {
     "no-variable": lambda c: c.set(passthrough_host_grub_variable="GRUB_CMDLINE_LINUX"),
     "bootcfg-fails": lambda c: (c.base / "state" / "bootcfg-fails" / "fail-update-grub").unlink(),
     "no-reboot": lambda c: c.set(passthrough_host_allow_reboot=True),
-    "no-gpus": lambda c: c.set(passthrough_host_expect_no_gpus=True),
+    "none-selected": lambda c: c.set(passthrough_host_expect_no_gpus=True),
+    # Enabling the IOMMU in the firmware setup makes the firmware publish its table (DMAR, IVRS).
+    "vtd-off-tables": lambda c: c.firmware(lambda f: f.update(firmware={"iommu": True},
+                                                              acpi_tables=["APIC", "DMAR", "DSDT", "FACP"])),
+    "amd-iommu-off-tables": lambda c: c.firmware(lambda f: f.update(iommu=True,
+                                                                    acpi_tables=["APIC", "DSDT", "FACP", "IVRS"])),
     "forced": lambda c: c.set(passthrough_policy={"keep_on_host": ["0000:28:00.0"], "exclude": ["0000:27:00.0"]}),
     "retired-policy": lambda c: (c.unset("passthrough_host_policy"),
                                  c.set(passthrough_policy={"exclude": ["0000:27:00.0"]})),
@@ -515,15 +549,54 @@ def test_reboot_not_allowed_lists_what_is_pending(run):
     assert not (root / ".simulated-reboots").exists()
 
 
-def test_plan_selecting_nothing_is_refused_unless_expected(run):
-    msg = failure(run, "no-gpus")
-    assert "the plan selects no device for passthrough" in msg and "passthrough_host_expect_no_gpus: true" in msg
-    nothing_written(run, "no-gpus")
-    assert "no-gpus-expected" not in run["failures"]
+def left_alone(run, name):
+    """The host ran green, nothing was written there and it was not rebooted; returns its left-alone message."""
+    assert name not in run["failures"], run["failures"].get(name)
+    nothing_written(run, name)
+    assert not (root_of(run, name) / ".simulated-reboots").exists()
+    assert not (root_of(run, name) / "var/lib/open-gpu-cloud/passthrough_host.json").exists()
     # The plan role's plan file on the control host is its only change.
-    assert [t for t in run["changed_tasks"]["no-gpus-expected"] if not t.endswith("Create the plan directory on the control host")] \
+    assert [t for t in run["changed_tasks"].get(name, []) if not t.endswith("Create the plan directory on the control host")] \
         == ["open_gpu_cloud.toolkit.passthrough : Write the plan file on the control host"]
-    nothing_written(run, "no-gpus-expected")
+    report = json_report(run["proc"].stdout)
+    found = [result.get("msg", "") for play in report["plays"] for task in play["tasks"]
+             if task["task"]["name"].endswith("Leave the host alone, saying why and what to do first")
+             for host, result in task["hosts"].items() if host == name and not result.get("skipped")]
+    assert len(found) == 1, f"no left-alone message for {name}"
+    assert found[0].startswith(name) and "left alone - nothing is written on this host and it is not rebooted" in found[0]
+    return found[0]
+
+
+def test_a_host_without_a_gpu_is_left_alone_whatever_the_inventory_says(run):
+    for name in ("no-gpus", "no-gpus-expected"):
+        msg = left_alone(run, name)
+        assert "[no_gpu] The host has no GPU for passthrough" in msg and "remove it from gpu_hosts" in msg
+
+
+def test_plan_selecting_nothing_is_refused_unless_expected(run):
+    msg = failure(run, "none-selected")
+    assert "the plan selects no device for passthrough" in msg and "passthrough_host_expect_no_gpus: true" in msg
+    nothing_written(run, "none-selected")
+
+
+def test_a_vm_without_a_virtual_iommu_is_left_alone_and_the_run_goes_on(run):
+    for name in ("vm-no-viommu", "vm-no-viommu-bmc"):
+        msg = left_alone(run, name)
+        assert msg.startswith(f"{name} (GPU 0000:18:00.0, 0000:3b:00.0): left alone")
+        assert "[vm_without_iommu] This host is a virtual machine" in msg and "no DMAR or IVRS table" in msg
+        assert "give the virtual machine a virtual IOMMU" in msg
+    # The BMC of the inventory is not asked (nothing listens there): no failure, nothing staged.
+    assert "vm-no-viommu-bmc" not in run["failures"]
+
+
+def test_an_iommu_the_firmware_does_not_offer_is_refused_before_any_reboot(run):
+    for name in ("vtd-off-tables", "amd-iommu-off-tables"):
+        msg = failure(run, name)
+        assert msg.startswith(f"{name}: the IOMMU is inactive (no /sys/kernel/iommu_groups) and a reboot cannot change "
+                              "that: the firmware's ACPI tables (/sys/firmware/acpi/tables) have no DMAR or IVRS table")
+        assert "Enable AMD-Vi/IOMMU or VT-d in the firmware setup" in msg
+        nothing_written(run, name)
+        assert not (root_of(run, name) / ".simulated-reboots").exists()
 
 
 def test_device_kept_on_host_that_the_plan_needs(run):

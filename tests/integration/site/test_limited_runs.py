@@ -41,6 +41,13 @@ exit 0
 def fleet(tmp_path, testcloud, count):
     """The fleet's inventory with COUNT hosts (gpu-001 seed-v100, gpu-002 consumer-rtx), state under tmp_path."""
     inventory = fleet_inventory.build(count, str(tmp_path), fixtures=["seed-v100", "consumer-rtx"])
+    # A controller, kolla-ansible's control group (only a name here: kolla-ansible is recorded, never run).
+    hosts_file = os.path.join(inventory, "hosts.yml")
+    with open(hosts_file, encoding="utf-8") as handle:
+        hosts = yaml.safe_load(handle)
+    hosts["all"]["children"]["control"] = {"hosts": {"ctl-1": {}}}
+    with open(hosts_file, "w", encoding="utf-8") as handle:
+        yaml.safe_dump(hosts, handle)
     bindir = tmp_path / "kolla-bin"
     if not bindir.exists():
         bindir.mkdir()
@@ -50,12 +57,16 @@ def fleet(tmp_path, testcloud, count):
     control = {
         "kolla_deploy_mode": "genconfig",
         "kolla_deploy_bin_dir": str(bindir),
+        # kolla-ansible's real data files (its example passwords.yml, its multinode inventory).
+        "kolla_deploy_share_dir": os.path.join(os.path.dirname(os.path.dirname(sys.executable)), "share",
+                                               "kolla-ansible"),
         "kolla_deploy_config_dir": str(tmp_path / "kolla" / "etc"),
         "kolla_deploy_node_custom_config": "{{ nova_pci_config_node_custom_config }}",
         "kolla_deploy_log_dir": str(tmp_path / "kolla" / "logs"),
         "kolla_deploy_network_interface": "lo",
         "kolla_deploy_internal_vip_address": "127.0.0.10",
         "kolla_deploy_stream_to_tty": False,
+        "ci_runner_output_dir": str(tmp_path / "ci-runners"),
         "cloud_name": "ogc-test",
         "cloud_clouds_yaml": testcloud.clouds_yaml,
         # The new model's flavor (the guide's step 4): refused unless a plan offers the alias.
@@ -111,7 +122,7 @@ def test_adding_a_gpu_host_with_a_limit(tmp_path, testcloud):
     advice = re.search(r"Keep the control host in the limit: (ansible-playbook site\.yml .*?--limit '[^']+')", said)
     assert advice, said
     command = shlex.split(advice.group(1))
-    assert command[:4] == ["ansible-playbook", "site.yml", "-i", inventory]
+    assert command[0] == "ansible-playbook" and command[1:4] == ["site.yml", "-i", inventory]
     assert command[-2:] == ["--limit", "gpu-002,localhost"]
     rc, out = site(inventory, *command[4:])
     assert rc == 0, out
@@ -124,9 +135,9 @@ def test_adding_a_gpu_host_with_a_limit(tmp_path, testcloud):
     assert '"address": "0000:' in own and "device_spec" in own
     global_conf = (custom / "nova.conf").read_text()
     assert '"name": "tesla-v100"' in global_conf and '"name": "rtx-2080-ti"' in global_conf
-    # kolla-ansible rendered for the new host only (this fleet has no control group).
+    # kolla-ansible rendered for the new host and the controller (nova-api reads the aliases), no other host.
     assert kolla_calls(tmp_path)[-1].split()[0] == "genconfig"
-    assert kolla_calls(tmp_path)[-1].split()[-2:] == ["--limit", "gpu-002"]
+    assert kolla_calls(tmp_path)[-1].split()[-2:] == ["--limit", "ctl-1,gpu-002"]
     # The first host: not a file changed, not rebooted again.
     assert first_host == {"root": digest(str(state / "hosts" / "gpu-001")),
                           "plan": (state / "plans" / "gpu-001.json").read_bytes(),
@@ -135,7 +146,7 @@ def test_adding_a_gpu_host_with_a_limit(tmp_path, testcloud):
     # What the operator sees: the summary names the run's host and the limit; the report has both hosts.
     assert "GPU hosts: 1 (gpu-002)" in said
     assert "Limited run (--limit gpu-002,localhost): the GPU hosts above" in said
-    assert "kolla-ansible on gpu-002" in said
+    assert "kolla-ansible on ctl-1, gpu-002" in said
     report = (state / "report" / "fleet.md").read_text()
     assert "gpu-001" in report and "gpu-002" in report
     flavor = testcloud.connect().compute.find_flavor("journey-rtx-2080-ti", ignore_missing=False)

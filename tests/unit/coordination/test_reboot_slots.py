@@ -149,6 +149,10 @@ def test_confirm_fails_once_the_lease_ran_out(tmp_path):
     result = action.slot_task(args(tmp_path, state="confirmed"), HERE, backend)
     assert result["failed"] and "lease in file://" in result["msg"] and "ran out or was revoked" in result["msg"]
     assert "The host is not rebooted outside a slot" in result["msg"]
+    assert "(the keeper renews the run's lease every third of passthrough_rollout_lease_ttl, 60 s); on a control " \
+        "host too loaded to renew within that (load average " in result["msg"]
+    assert "raise passthrough_rollout_lease_ttl. The keeper's log says which: " in result["msg"]
+    assert f"keeper-{HERE['run']}.log" in result["msg"]
 
 
 class Gone:

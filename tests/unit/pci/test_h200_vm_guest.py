@@ -1,7 +1,7 @@
 """A real capture (fixtures/captures/h200-vm-guest): a Firecracker VM with an NVIDIA H200 passed into it, no IOMMU,
-no vmx. Discovery on it gives what discovery gave on the live host; the planner plans intel_iommu=on and a reboot
-from those facts; the host phase's preflight refuses the host as the virtual machine it is, before anything is
-written or rebooted."""
+no vmx. Discovery on it gives what discovery gave on the live host; the planner plans no reboot from those facts
+(blocked_by names the missing nested virtualization); the host phase leaves the host alone, and its preflight
+refuses it as the virtual machine it is, before anything is written or rebooted."""
 
 from __future__ import annotations
 
@@ -38,13 +38,14 @@ LATER_DEVICE_FACTS = ("bars", "reset_methods", "resettable")
 
 
 def test_discovery_on_the_capture_is_what_the_live_host_gave(facts, recorded):
-    # The recorded file predates the hypervisor fact and the devices' windows and resets: they are asserted on their
-    # own (unknown, as the capture lacks their files), and the rest must be equal.
+    # The recorded file predates the hypervisor and iommu_firmware facts and the devices' windows and resets: they are
+    # asserted on their own (unknown, as the capture lacks their files), and the rest must be equal.
     assert facts["hypervisor"] is True
+    assert facts["iommu_firmware"] is None  # the capture tool of then copied no /sys/firmware/acpi/tables
     assert all(d[key] is None for d in facts["devices"] for key in LATER_DEVICE_FACTS)
     earlier = dict(facts, devices=[{k: v for k, v in d.items() if k not in LATER_DEVICE_FACTS}
                                    for d in facts["devices"]])
-    assert {k: v for k, v in earlier.items() if k != "hypervisor"} == recorded
+    assert {k: v for k, v in earlier.items() if k not in ("hypervisor", "iommu_firmware")} == recorded
     # What the capture is about, read from the recorded facts themselves.
     assert (recorded["cpu_vendor"], recorded["cpu_model"], recorded["virtualization"]) == (
         "intel", "Intel(R) Xeon(R) Processor", None)
@@ -56,15 +57,21 @@ def test_discovery_on_the_capture_is_what_the_live_host_gave(facts, recorded):
     assert recorded["kernel_cmdline"][recorded["kernel_cmdline"].index("--") + 1] == "--firecracker-init"
 
 
-def test_the_planner_plans_intel_iommu_on_and_a_reboot_for_it(planner, facts):
-    # The planner reads facts only: for an Intel host without an IOMMU it plans intel_iommu=on and a reboot, as on
-    # bare metal. The preflight (below) is what stops it on a virtual machine.
+def test_the_planner_plans_the_binding_but_no_reboot_for_the_vm(planner, facts):
+    # The planner still says what the host would need (intel_iommu=on, the H200 on vfio-pci), but no reboot: the
+    # CPU shows the hypervisor flag and no vmx, which no reboot changes (plugins/module_utils/passthrough/settle.py).
+    # The capture has no /sys/firmware/acpi/tables: unknown tables block nothing, the missing vmx does.
     plan = planner.passthrough_plan(facts, {}, "h200-vm")
     assert plan["selected"] == [] and plan["aliases"] == []
     assert plan["vfio_devices"] == ["0000:00:06.0"] and plan["vfio_ids"] == ["10de:2335"]
     assert plan["excluded"][0]["cause"] == "iommu_inactive"
     assert plan["kernel_args"][0] == "intel_iommu=on"
-    assert plan["reboot_required"] is True and "IOMMU not active" in plan["pending"]
+    assert "IOMMU not active" in plan["pending"]
+    assert plan["reboot_required"] is False and plan["reboot_blocked"] is True
+    assert [b["cause"] for b in plan["blocked_by"]] == ["vm_without_nested_virtualization"]
+    assert plan["notes"][0].startswith("Left alone: nothing is written on this host and it is not rebooted, because "
+                                       "this host is a virtual machine")
+    assert not any("The planned kernel arguments enable the IOMMU" in n for n in plan["notes"])
 
 
 def test_the_preflight_refuses_the_vm_before_anything_is_written_or_rebooted(planner, facts):

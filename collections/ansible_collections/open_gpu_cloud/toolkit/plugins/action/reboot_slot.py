@@ -24,7 +24,7 @@ from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordinatio
 
 STATES = ("acquired", "confirmed", "released", "stopped", "finished")
 OPTIONS = ("url", "host", "state", "capacity", "timeout", "run_started", "reason", "wave", "lease_ttl",
-           "connect_timeout", "read_timeout")
+           "connect_timeout", "read_timeout", "keeper_start_timeout")
 # Seconds between two looks at the slots while waiting for one.
 POLL = 1.0
 
@@ -41,27 +41,38 @@ def _number(done, name, minimum, kind=(int, float)):
     return value
 
 
+def _keeper_log(here):
+    """Where the run's keeper logs (keeper.log_path), or where to look when that cannot be said."""
+    try:
+        return keeper.log_path(here["run"])
+    except (be.BackendError, OSError):
+        return f"keeper-{here['run']}.log in the keepers' runtime directory"
+
+
 def check_args(args, host):
     """The task's arguments, checked: a dict with defaults filled in; SlotArgumentError names the bad one."""
     unknown = sorted(set(args) - set(OPTIONS))
     if unknown:
         raise SlotArgumentError(f"unsupported option(s): {', '.join(unknown)}")
     done = dict(dict(host=host, state="acquired", timeout=0, reason="", wave=[], lease_ttl=60, connect_timeout=5,
-                     read_timeout=10), **args)
+                     read_timeout=10, keeper_start_timeout=keeper.START_TIMEOUT), **args)
     if not isinstance(done["wave"], list) or not all(isinstance(h, str) and h for h in done["wave"]):
         raise SlotArgumentError(f"wave={done['wave']!r} ({type(done['wave']).__name__}) must be a list of host names "
                                 "(the hosts rebooting with this one: ansible_play_batch)")
     for name in ("url", "host", "state", "reason"):
         if not isinstance(done.get(name), str):
             raise SlotArgumentError(f"{name}={done.get(name)!r} ({type(done.get(name)).__name__}) must be a string")
-    be.parse_url(done["url"])
+    kind, _settings, shown = be.parse_url(done["url"])
     if not done["host"]:
         raise SlotArgumentError("host must not be empty")
     if done["state"] not in STATES:
         raise SlotArgumentError(f"state={done['state']!r} must be one of {', '.join(STATES)}")
-    for name in ("connect_timeout", "read_timeout"):
+    for name in ("connect_timeout", "read_timeout", "keeper_start_timeout"):
         _number(done, name, 1)
     _number(done, "lease_ttl", 5, kind=int)
+    problem = be.ttl_problem(kind, done["lease_ttl"], shown)
+    if problem:
+        raise SlotArgumentError(problem)
     if done["state"] == "acquired":
         for name in ("capacity", "run_started"):
             if name not in done:
@@ -102,7 +113,9 @@ def slot_task(args, here, backend, check=False, clock=time.time, sleep=time.slee
         return dict(result, failed=True, msg=(
             f"{host}: {exc}. The host is not rebooted outside a slot; its turn stops here. Check that the "
             f"coordination service {backend.shown} stays reachable from this control host (the keeper renews the "
-            "run's lease every third of passthrough_rollout_lease_ttl), then run playbooks/host.yml again."))
+            f"run's lease every third of passthrough_rollout_lease_ttl, {args['lease_ttl']} s); on a control host too "
+            f"loaded to renew within that (load average {keeper.load()}), raise passthrough_rollout_lease_ttl. The "
+            f"keeper's log says which: {_keeper_log(here)}. Then run playbooks/host.yml again."))
     except be.Unavailable as exc:
         if state in ("released", "stopped", "finished"):
             what = {"released": "its reboot slot frees itself when this run's lease runs out",
@@ -127,6 +140,9 @@ def slot_task(args, here, backend, check=False, clock=time.time, sleep=time.slee
                 f"{backend.shown}, written after this run started at {leases.utc(args['run_started'])}). The rollout "
                 f"stops on this run too: {host} is left untouched. Fix {record.get('host')}, then run "
                 "playbooks/host.yml again: a run started after the failure is not held back by the record."))
+        except leases.StopFromFuture as exc:
+            return dict(result, failed=True, stopped=exc.record, waited=round(clock() - start, 1), msg=(
+                f"{host}: no reboot slot: {exc} ({backend.shown}). {host} is left untouched."))
         except leases.SlotsFull as exc:
             waited = clock() - start
             result.update(holders=exc.holders, waited=round(waited, 1))
@@ -175,7 +191,8 @@ class ActionModule(ActionBase):
             here = ident.identity(ident.run_pid())
 
             def session(store):
-                return keeper.ensure(args["url"], here, args["lease_ttl"], timeouts, backend=store)[0]
+                return keeper.ensure(args["url"], here, args["lease_ttl"], timeouts, backend=store,
+                                     start_timeout=args["keeper_start_timeout"])[0]
 
             return dict(result, **slot_task(args, here, backend, check=self._task.check_mode, session=session))
         except (leases.LeaseError, OSError) as exc:

@@ -55,6 +55,13 @@ def ogc_summary(plans, files=None, notes=None):
         lines.append("GPUs offered to Nova: none yet")
     for host in sorted(planned):
         plan = planned[host]
+        blocked = [b for b in plan.get("blocked_by") or [] if isinstance(b, dict)]
+        if blocked:
+            # No reboot can make it a passthrough host (plugins/module_utils/passthrough/settle.py): the host phase
+            # writes nothing there.
+            lines.extend(f"  {host}: left alone ({b.get('cause')}): {b.get('reason')}; first, {b.get('fix')}"
+                         for b in blocked)
+            continue
         if not plan.get("selected"):
             why = plan.get("notes") or ["no GPU passes the planner's rules (see the plan table)"]
             lines.append(f"  {host}: nothing offered: {why[0].split('. ')[0].rstrip('.')}")

@@ -6,6 +6,10 @@ One filter per check point of a role, so a host is checked in one task there ins
 
 * ``passthrough_host_var_errors``: the host role's own variables, before anything is read or written
   (roles/passthrough_host tasks/preflight_vars.yml);
+* ``passthrough_host_left_alone``: what no reboot and no BIOS setting can settle on the host (a virtual machine without
+  nested virtualization or a virtual IOMMU, no GPU for passthrough), so the role leaves it alone before its firmware
+  phase and writes nothing there (roles/passthrough_host tasks/preflight.yml; the rule is
+  plugins/module_utils/passthrough/settle.py's);
 * ``passthrough_host_preflight_errors``: the host's stored plan and the facts it was made from, before
   anything is written (roles/passthrough_host tasks/preflight.yml);
 * ``passthrough_host_bios_enables``: what the BIOS attributes staged on the BMC switch on (roles/passthrough_host
@@ -23,6 +27,7 @@ import os
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.host import kernel_cmdline
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import backend
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.common import locations
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough import settle
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough import verify as passthrough_verify
 
 # The path variables a host's root is put in front of; those of OPTIONAL_PATH_VARS may be empty (the boot-config
@@ -130,7 +135,7 @@ def var_errors(values, host, family="", supported=("Debian", "RedHat")):
 
 
 # The rollout's durations (seconds) and the least each may be.
-ROLLOUT_SECONDS = {"passthrough_rollout_lease_ttl": 5, "passthrough_rollout_coordination_connect_timeout": 1,
+ROLLOUT_SECONDS = {"passthrough_rollout_lease_ttl": 5, "passthrough_rollout_keeper_start_timeout": 1, "passthrough_rollout_coordination_connect_timeout": 1,
                    "passthrough_rollout_coordination_read_timeout": 1, "passthrough_rollout_cloud_connect_timeout": 1,
                    "passthrough_rollout_cloud_read_timeout": 1, "passthrough_rollout_reboot_slot_timeout": 0}
 
@@ -181,6 +186,11 @@ def coordination_errors(values, host):
         kind, settings, shown = backend.parse_url(url)
     except backend.BackendError as exc:
         return errors + [f"{host}: {exc}."]
+    ttl = values.get("passthrough_rollout_lease_ttl")
+    if _at_least(ttl, ROLLOUT_SECONDS["passthrough_rollout_lease_ttl"]):
+        problem = backend.ttl_problem(kind, int(ttl), shown)
+        if problem:
+            errors.append(f"{host}: {problem}.")
     if kind == "file":
         problem = backend.FileBackend(settings["path"], shown).problem()
         if problem:
@@ -192,6 +202,10 @@ def coordination_errors(values, host):
                 f"{host}: {backend.VARIABLE} ({shown}) {same} passthrough_plan_dir ({plan_dir}): the coordination "
                 "records would mix with the plan files, the fleet's record. Give it a directory of its own, e.g. "
                 f"file://{os.path.dirname(os.path.normpath(plan_dir))}/coordination.")
+    else:
+        problem = backend.trust_problem(kind, settings)
+        if problem:
+            errors.append(f"{host}: {backend.VARIABLE} ({shown}): {problem}.")
     return errors
 
 
@@ -248,6 +262,32 @@ def bios_enables(purposes, changes):
     return sorted(staged & {"virtualization", "iommu"})
 
 
+# What a BMC cannot change either: the host is left alone (not failed), named in the summary and the fleet report.
+LEFT_ALONE_CAUSES = ("no_gpu", "vm_without_nested_virtualization", "vm_without_iommu")
+
+
+def left_alone(plan, facts, bmc=False):
+    """The blockers (``settle.py``: ``{cause, reason, fix}``) for which the role leaves the host alone, before its
+    firmware phase: those no BIOS attribute staged through the BMC (``bmc``: passthrough_host_bmc_address is set)
+    could settle either. Empty: the role goes on (firmware, the preflight's refusals, the configuration)."""
+    if not isinstance(plan, dict) or not isinstance(facts, dict):
+        return []
+    enables = ("virtualization", "iommu") if bmc else ()
+    return [b for b in settle.blocks(plan, facts, firmware_enables=enables) if b["cause"] in LEFT_ALONE_CAUSES]
+
+
+def left_alone_message(blockers, plan, host):
+    """The warning of a host left alone: the host, its GPUs, each cause with its reason and its fix."""
+    plan = plan if isinstance(plan, dict) else {}
+    gpus = sorted({s.get("address") for s in plan.get("selected") or [] if isinstance(s, dict)}
+                  | {e.get("address") for e in plan.get("excluded") or []
+                     if isinstance(e, dict) and e.get("cause") == "iommu_inactive"} - {None})
+    what = f" (GPU {', '.join(gpus)})" if gpus else ""
+    causes = " ".join(f"[{b['cause']}] {b['reason'][:1].upper()}{b['reason'][1:]}. First, {b['fix']}." for b in blockers)
+    return (f"{host}{what}: left alone - nothing is written on this host and it is not rebooted, as no reboot can make "
+            f"it a passthrough host. {causes}")
+
+
 def preflight_errors(plan, facts, host, policy=None, expect_no_gpus=False, firmware_enables=()):
     """What stops the host before anything is written: no CPU virtualization, an IOMMU that a reboot cannot
     switch on, a plan that selects nothing (unless expected), devices kept on the host that cost a GPU.
@@ -290,7 +330,7 @@ def preflight_errors(plan, facts, host, policy=None, expect_no_gpus=False, firmw
         no_iommu = ("" if facts.get("iommu_enabled") else
                     ", and it shows no IOMMU (no /sys/kernel/iommu_groups, no /sys/class/iommu unit)")
         reboot = ""
-        if plan.get("reboot_required"):
+        if plan.get("reboot_required") or plan.get("reboot_blocked"):
             with_args = f" with {' '.join(enabling)}" if enabling else ""
             reboot = f" and the host is not rebooted (a reboot{with_args} would not give it nested virtualization)"
         errors.append(
@@ -306,9 +346,15 @@ def preflight_errors(plan, facts, host, policy=None, expect_no_gpus=False, firmw
             "/proc/cpuinfo: hardware virtualization is off. Enable SVM Mode (AMD) / VT-x (Intel) in the firmware "
             "setup (or set it through the BMC with passthrough_host_bmc_address), then run this play again.")
 
-    if not (facts.get("iommu_enabled") or blocking or enabling or guest_refused or "iommu" in firmware_enables):
-        why = ("on AMD the firmware switches it on and nothing on the running command line turns it off"
-               if vendor == "amd" else "the running kernel command line already asks for it")
+    # Whether a reboot can switch the IOMMU on is settle.py's rule (the planner's and the verification's too).
+    iommu_blocked = any(b["cause"] in settle.IOMMU_CAUSES
+                        for b in settle.reboot_blockers(facts, firmware_enables=tuple(firmware_enables or ())))
+    if iommu_blocked and not guest_refused and "iommu" not in firmware_enables:
+        if facts.get("iommu_firmware") == "none":
+            why = "the firmware's ACPI tables (/sys/firmware/acpi/tables) have no DMAR or IVRS table"
+        else:
+            why = ("on AMD the firmware switches it on and nothing on the running command line turns it off"
+                   if vendor == "amd" else "the running kernel command line already asks for it")
         fix = (passthrough_verify.VM_IOMMU_FIX if guest else
                "Enable AMD-Vi/IOMMU or VT-d in the firmware setup (or through the BMC with "
                "passthrough_host_bmc_address), then reboot and run this play again.")
@@ -343,6 +389,8 @@ class FilterModule:
         return {
             "passthrough_host_var_errors": var_errors,
             "passthrough_host_preflight_errors": preflight_errors,
+            "passthrough_host_left_alone": left_alone,
+            "passthrough_host_left_alone_message": left_alone_message,
             "passthrough_host_has_work": has_work,
             "passthrough_host_bios_enables": bios_enables,
             "passthrough_rollout_var_errors": rollout_var_errors,

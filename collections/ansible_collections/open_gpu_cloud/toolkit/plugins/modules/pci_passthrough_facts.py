@@ -15,13 +15,13 @@ description:
     C(ansible_facts.pci_passthrough), that is every PCI function with its IDs, class, driver, IOMMU group,
     NUMA node, boot VGA flag and SR-IOV capability; the IOMMU groups; whether the IOMMU is active;
     CPU vendor and virtualization flag; whether the host is itself a virtual machine (the CPU's hypervisor flag);
-    the running kernel command line; whether the host booted by EFI.
+    the running kernel command line; whether the host booted by EFI; which ACPI table describes the firmware's IOMMU.
   - Reads C(<sysfs_root>/bus/pci/devices/*) (symlinks into C(<sysfs_root>/devices/pci*)) and each
     device's C(vendor), C(device), C(class), C(numa_node), C(boot_vga), C(sriov_totalvfs),
     C(driver_override), C(resource), C(reset_method) files, whether it has a C(reset) file, and C(driver) and
     C(iommu_group) links, C(<sysfs_root>/kernel/iommu_groups),
-    C(<sysfs_root>/class/iommu), C(<sysfs_root>/firmware/efi), C(<procfs_root>/cmdline) and
-    C(<procfs_root>/cpuinfo).
+    C(<sysfs_root>/class/iommu), C(<sysfs_root>/firmware/efi), the names in C(<sysfs_root>/firmware/acpi/tables)
+    (never the tables themselves), C(<procfs_root>/cmdline) and C(<procfs_root>/cpuinfo).
   - Reads each device's memory windows (BARs) from its C(resource) file and its reset methods from C(reset_method)
     (kernels from 5.15) or the presence of the write-only C(reset) file (older ones); neither file is written, and
     C(reset) is never opened. A tree without C(resource) files (a capture taken before discovery read them) gives
@@ -124,6 +124,16 @@ ansible_facts:
               nested virtualization (C(virtualization) set) and a virtual IOMMU.
           type: bool
           sample: false
+        iommu_firmware:
+          description:
+            - Which ACPI table of the firmware describes an IOMMU, from the names in C(/sys/firmware/acpi/tables),
+              C(dmar) (Intel VT-d), C(ivrs) (AMD-Vi) or C(none) (the tables are there and neither is; the firmware
+              offers no IOMMU, so no kernel argument can switch one on; in a virtual machine, no virtual IOMMU).
+            - null when the tree has no C(firmware/acpi/tables) (a capture taken before the capture tool copied their
+              names, or a host without ACPI). Unknown keeps no reboot from being planned.
+            - The planner's rule (C(plugins/module_utils/passthrough/settle.py)) reads it.
+          type: str
+          sample: ivrs
         kernel_cmdline:
           description: The running kernel's command line, one argument per item (double-quoted values kept whole),
             credentials masked.
@@ -193,6 +203,7 @@ from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import 
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.common import redact
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import bars as pci_bars
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.host.kernel_cmdline import CmdlineError, split as split_cmdline
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough.settle import iommu_firmware_from_tables
 
 HEX4 = re.compile(r"^0x([0-9a-fA-F]{4})$")
 HEX6 = re.compile(r"^0x([0-9a-fA-F]{6})$")
@@ -538,6 +549,9 @@ def discover(sysfs_root: str, procfs_root: str, database=None, resolve_alias=Non
     groups_dir = os.path.join(sysfs_root, "kernel", "iommu_groups")
     listed_groups = _listdir(groups_dir)
     units = _listdir(os.path.join(sysfs_root, "class", "iommu"))
+    # Names only (the tables are readable by root alone): whether a DMAR or IVRS table is there.
+    tables_dir = os.path.join(sysfs_root, "firmware", "acpi", "tables")
+    tables = _listdir(tables_dir) if _lexists(tables_dir) and os.path.isdir(tables_dir) else None
     return {
         "iommu_enabled": bool(listed_groups) or bool(groups),
         "iommu_units": units,
@@ -547,6 +561,7 @@ def discover(sysfs_root: str, procfs_root: str, database=None, resolve_alias=Non
         "hypervisor": hypervisor,
         "kernel_cmdline": kernel_cmdline,
         "efi": os.path.isdir(os.path.join(sysfs_root, "firmware", "efi")),
+        "iommu_firmware": iommu_firmware_from_tables(tables),
         "devices": devices,
         "iommu_groups": {g: sorted(a) for g, a in sorted(groups.items(), key=lambda kv: _group_key(kv[0]))},
         "pci_ids": database.path if database is not None else None,

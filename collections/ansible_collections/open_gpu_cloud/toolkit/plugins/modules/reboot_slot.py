@@ -46,8 +46,19 @@ options:
   host:
     description: The host asking for, releasing, or failing in the slot. Default the task's inventory_hostname.
     type: str
+  keeper_start_timeout:
+    description:
+      - Seconds the run's keeper may take to start (a Python process, slow on a loaded control host). Meanwhile the
+        task renews the lease itself every third of O(lease_ttl), so a slow start never lets it run out; a keeper not
+        ready in time is stopped, the lease revoked, and the task fails naming this bound, the time measured and the
+        control host's load.
+    type: float
+    default: 60
   lease_ttl:
-    description: Seconds the run's lease lasts without renewal (at least 5); its keeper renews it every third of that.
+    description:
+      - Seconds the run's lease lasts without renewal (at least 5; at most the backend's limit - etcd's
+        9,000,000,000, a directory's 86,400); its keeper renews it every third of that, the first time a third of it
+        after the grant.
     type: int
     default: 60
   read_timeout:

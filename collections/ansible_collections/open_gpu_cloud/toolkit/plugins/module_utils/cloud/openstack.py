@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ansible.module_utils.basic import AnsibleModule, _load_params, missing_required_lib
 
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.protocol import DONE_KEYS
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.common import addresses
 
 try:
     import openstack
@@ -132,6 +133,19 @@ def sdk_message(exc):
     return ": ".join(parts)
 
 
+def auth_url_error(auth):
+    """Why ``auth``'s auth_url (Keystone's endpoint) is no http(s) URL of a host[:port] (common/addresses.py, the one
+    reader of every address: a port 0, a host that is no name or IP address, credentials in it refused), or None."""
+    url = (auth or {}).get("auth_url") if isinstance(auth, dict) else None
+    if url in (None, ""):
+        return None
+    try:
+        addresses.parse_url(url, "auth.auth_url", ("http", "https"))
+    except addresses.AddressError as exc:
+        return f"{exc} (Keystone's endpoint, e.g. https://keystone.example:5000/v3)"
+    return None
+
+
 def connection_kwargs(params):
     """openstack.connect() keyword arguments from the module parameters (None values dropped)."""
     kwargs = {}
@@ -160,7 +174,7 @@ class CloudModule:
         kwargs.setdefault("supports_check_mode", True)
         self.module = AnsibleModule(argument_spec=spec, **kwargs)
         self.params = self.module.params
-        unknown = unknown_auth_error(self.params.get("auth"))
+        unknown = unknown_auth_error(self.params.get("auth")) or auth_url_error(self.params.get("auth"))
         if unknown:
             self.module.fail_json(msg=unknown)
         self.check_mode = self.module.check_mode
@@ -188,7 +202,7 @@ class CloudModule:
             return f"cloud '{self.params['cloud']}'"
         auth = self.params.get("auth") or {}
         if auth.get("auth_url"):
-            return f"auth_url {auth['auth_url']}"
+            return f"auth_url {addresses.without_credentials(auth['auth_url'])}"
         return "the cloud from the environment (OS_CLOUD / OS_* variables)"
 
     def _connect(self):

@@ -12,9 +12,16 @@
   write, or does not exist yet; the answer names its owner and mode rather than an errno.
 * The BMC's address (``bmc_address``) is ``host[:port]``: the Redfish modules put ``https://`` in front
   of it themselves, so an ``https://`` the operator wrote is taken off; any other scheme, or a path, is refused.
-  Credentials written into an address are refused, and never echoed (``without_credentials``).
+  Credentials written into an address are refused, and never echoed (``without_credentials``). Its host and port
+  are read by ``addresses.parse_authority``, the one reader of every address the project takes (a port 0, a host
+  that is no name or IP address, refused; an IPv6 address given in brackets, for the Redfish modules' URL).
 * Two path variables name two separate files (``same_or_nested``): a lock that is the state file, or its directory,
   would replace it.
+* What the project trusts on the control host (the coordination directory and its records, the keepers' runtime
+  directory, a client certificate) can be written by this user alone (``foreign_write_problem``): owned by this user,
+  not writable by group or others, and every directory above it owned by this user or root and not writable by group
+  or others unless sticky (as /tmp is) - the rule OpenSSH's StrictModes applies to ~/.ssh. Whoever else could write
+  it could delete a reboot slot (more hosts reboot at once than a wave allows) or plant a stop record.
 
 Every function returns a problem in words (naming the variable and the host) or None, so the callers (the
 roles' preflight filters, the plan loader) report every problem of a host at once.
@@ -26,8 +33,11 @@ import os
 import pwd
 import stat
 
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.common import addresses
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.common.addresses import without_credentials
+
 __all__ = ["host_name_problem", "path_problem", "writable_dir_problem", "bmc_address", "same_or_nested",
-           "without_credentials"]
+           "without_credentials", "foreign_write_problem"]
 
 
 def host_name_problem(host):
@@ -104,6 +114,52 @@ def _owner_mode(info):
     return f"owned by {_user(info.st_uid)}, mode {stat.S_IMODE(info.st_mode):04o}"
 
 
+def _fix(path, info):
+    me = _me()
+    fixes = []
+    if info.st_uid != os.geteuid():
+        fixes.append(f"chown {me} {path}")
+    if stat.S_IMODE(info.st_mode) & 0o022:
+        fixes.append(f"chmod go-w {path}")
+    return " && ".join(fixes)
+
+
+def foreign_write_problem(path, what, ancestors=True):
+    """Why ``path`` (``what`` it is, for the message: "the coordination directory ...") could be written by a user
+    other than this one, or None: it (when it exists) is not this user's, or is writable by group or others; or,
+    with ``ancestors``, a directory above it is owned by another user than this one and root, or is writable by group
+    or others without the sticky bit. A missing ``path`` is no problem (it is created private). The answer names the
+    path, its owner and mode, and the commands that fix it."""
+    path = os.path.abspath(path)
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        info = None
+    if info is not None and (info.st_uid != os.geteuid() or stat.S_IMODE(info.st_mode) & 0o022):
+        return (f"{what} {path} is {_owner_mode(info)}: another user than {_me()} could write it. Make it "
+                f"{_me()}'s alone ({_fix(path, info)}), or give a directory of {_me()}'s own")
+    if not ancestors:
+        return None
+    parent = os.path.dirname(path)
+    while True:
+        try:
+            above = os.stat(parent)
+        except OSError:
+            above = None
+        if above is not None:
+            foreign_owner = above.st_uid not in (0, os.geteuid())
+            open_mode = stat.S_IMODE(above.st_mode) & 0o022 and not above.st_mode & stat.S_ISVTX
+            if foreign_owner or open_mode:
+                fix = ([f"chown root {parent}"] if foreign_owner else []) + ([f"chmod go-w {parent}"] if open_mode
+                                                                             else [])
+                return (f"{what} {path} lies in {parent}, which is {_owner_mode(above)}: another user than {_me()} "
+                        f"could replace what it holds. Make {parent} {_me()}'s or root's and not writable by group or "
+                        f"others ({' && '.join(fix)}), or give a directory elsewhere")
+        if parent == "/":
+            return None
+        parent = os.path.dirname(parent)
+
+
 def same_or_nested(first, second):
     """How two absolute paths collide - "is the same file as", "is a directory of", "lies inside" - or None when they
     name two separate files (or either is not a path: path_problem reports that)."""
@@ -117,19 +173,6 @@ def same_or_nested(first, second):
     if one.startswith(two.rstrip("/") + "/"):
         return "lies inside"
     return None
-
-
-def without_credentials(value):
-    """An address as it may be shown: whatever stands before an ``@`` in its authority (a user, a password) is masked,
-    so a refusal never echoes a secret."""
-    text = str(value)
-    scheme, sep, rest = text.partition("://")
-    if not sep:
-        scheme, rest = "", text
-    authority, slash, tail = rest.partition("/")
-    if "@" in authority:
-        authority = "********@" + authority.rsplit("@", 1)[1]
-    return f"{scheme}{sep}{authority}{slash}{tail}"
 
 
 def bmc_address(value):
@@ -153,4 +196,9 @@ def bmc_address(value):
                       f"bmc-h1.example:8443), not {' or '.join(problems) or 'empty'}: the role adds https:// and "
                       "Redfish's /redfish/v1 itself; the user goes in passthrough_host_bmc_username and the password "
                       "in passthrough_host_bmc_password (in the host's vault)")
-    return address, None
+    try:
+        parsed = addresses.parse_authority(address, "passthrough_host_bmc_address", bare_ipv6=True)
+    except addresses.AddressError as exc:
+        return None, (f"{exc} (the BMC's host[:port], e.g. 10.0.0.21, [2001:db8::21]:8443 or "
+                      "bmc-h1.example:8443)")
+    return parsed.authority, None

@@ -20,6 +20,9 @@ Both keep the same things, in the same shape:
   ``expires``, on this control host's clock);
 * the stop record (no lease: it is history, not a hold).
 
+Only these records are read: any other key under the etcd prefix (or file in the directory) is another tool's, and
+is ignored, never refused - a key the project never wrote stops no slot request.
+
 A change is optimistic: ``read`` returns a view; ``commit(view, ...)`` applies puts and deletes only if no slot and
 no stop record changed since that view (etcd: one transaction comparing the revisions of the whole slot range and
 the stop key; the directory: the same comparison under the flock), else it returns False and the caller reads
@@ -38,10 +41,12 @@ import tempfile
 import time
 from urllib.parse import parse_qs, urlsplit
 
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.common import addresses
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.common import locations
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import leases
 
 __all__ = ["BackendError", "Unavailable", "LeaseLost", "View", "parse_url", "open_backend", "FileBackend",
-           "EtcdBackend", "lease_id_of", "VARIABLE"]
+           "EtcdBackend", "lease_id_of", "VARIABLE", "trust_problem", "ttl_problem", "MAX_TTL", "MIN_TTL"]
 
 VARIABLE = "passthrough_rollout_coordination_url"
 ETCD_OPTIONS = ("ca_cert", "cert_cert", "cert_key")
@@ -77,13 +82,14 @@ def lease_id_of(run):
 
 
 def _shown(parts):
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{parts.hostname or ''}{port}{parts.path}"
+    return f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1]}{parts.path}"
 
 
 def parse_url(url):
     """``(kind, settings, shown)`` of a coordination URL; BackendError naming the variable and the fix for anything
-    else. Credentials in the URL are refused without being shown."""
+    else. Credentials in the URL are refused without being shown. An etcd URL's host and port are read by
+    common/addresses.py (the one reader of every address: a port 0 refused, not replaced by the default; an IPv6
+    literal kept in its brackets in ``shown``)."""
     if not isinstance(url, str) or not url:
         raise BackendError(f"{VARIABLE} ({url!r}) must be a URL: file:///<directory> on one control host, or "
                            "etcd3+http://<host>:2379 for several")
@@ -98,9 +104,11 @@ def parse_url(url):
             "the address alone (etcd3+https://<host>:2379): the coordination service is reached with a client "
             "certificate (?ca_cert=...&cert_cert=...&cert_key=...), never with a password in a variable that ends "
             "up in logs")
+    scheme = url.split("://", 1)[0].lower()
+    if scheme in ETCD_SCHEMES:
+        return _parse_etcd(url)
     try:
         parts = urlsplit(url)
-        parts.port  # pylint: disable=pointless-statement  # a bad port raises here
     except ValueError:
         raise BackendError(f"{VARIABLE} is not a URL this version reads (a bad host or port); it is not shown "
                            "here in case it holds a secret. Give file:///<directory> or etcd3+http://<host>:2379") \
@@ -115,38 +123,79 @@ def parse_url(url):
             raise BackendError(f"{VARIABLE} ({url}) must name an absolute directory other than /: "
                                "file:///var/lib/open-gpu-cloud/coordination")
         return "file", {"path": os.path.normpath(parts.path)}, f"file://{os.path.normpath(parts.path)}"
-    if parts.scheme in ("etcd3+http", "etcd3+https"):
-        if not parts.hostname:
-            raise BackendError(f"{VARIABLE} ({_shown(parts)}) names no host: etcd3+http://<host>:2379")
-        query = parse_qs(parts.query, keep_blank_values=True)
-        unknown = sorted(set(query) - set(ETCD_OPTIONS))
-        if unknown:
-            raise BackendError(f"{VARIABLE} ({_shown(parts)}) has unknown option(s) {', '.join(unknown)}; known: "
-                               f"{', '.join(ETCD_OPTIONS)} (the client certificate of etcd3+https)")
-        options = {key: values[-1] for key, values in query.items()}
-        for key, value in options.items():
-            if not value.startswith("/"):
-                raise BackendError(f"{VARIABLE} ({_shown(parts)}): {key} must be an absolute path on the control "
-                                   "host")
-        if ("cert_cert" in options) != ("cert_key" in options):
-            raise BackendError(f"{VARIABLE} ({_shown(parts)}): give cert_cert and cert_key together")
-        if options and parts.scheme != "etcd3+https":
-            raise BackendError(f"{VARIABLE} ({_shown(parts)}): {', '.join(sorted(options))} only go with "
-                               "etcd3+https")
-        prefix = parts.path.rstrip("/") or DEFAULT_PREFIX
-        settings = dict(host=parts.hostname, port=parts.port or 2379, protocol=parts.scheme.split("+", 1)[1],
-                        prefix=prefix, **options)
-        return "etcd", settings, _shown(parts)
     raise BackendError(f"{VARIABLE} ({_shown(parts) if parts.scheme else '...'}) uses a scheme this version does "
                        "not read: give file:///<directory> (one control host) or etcd3+http(s)://<host>:2379 "
                        "(several control hosts: kolla-ansible's etcd)")
+
+
+ETCD_SCHEMES = ("etcd3+http", "etcd3+https")
+
+
+def _parse_etcd(url):
+    try:
+        address = addresses.parse_url(url, VARIABLE, ETCD_SCHEMES)
+    except addresses.AddressError as exc:
+        raise BackendError(str(exc)) from None
+    query = parse_qs(address.query, keep_blank_values=True)
+    unknown = sorted(set(query) - set(ETCD_OPTIONS))
+    if unknown:
+        raise BackendError(f"{VARIABLE} ({address.shown}) has unknown option(s) {', '.join(unknown)}; known: "
+                           f"{', '.join(ETCD_OPTIONS)} (the client certificate of etcd3+https)")
+    options = {key: values[-1] for key, values in query.items()}
+    for key, value in options.items():
+        if not value.startswith("/"):
+            raise BackendError(f"{VARIABLE} ({address.shown}): {key} must be an absolute path on the control host")
+    if ("cert_cert" in options) != ("cert_key" in options):
+        raise BackendError(f"{VARIABLE} ({address.shown}): give cert_cert and cert_key together")
+    if options and address.scheme != "etcd3+https":
+        raise BackendError(f"{VARIABLE} ({address.shown}): {', '.join(sorted(options))} only go with etcd3+https")
+    prefix = address.path.rstrip("/") or DEFAULT_PREFIX
+    settings = dict(host=address.host, port=address.port or 2379, protocol=address.scheme.split("+", 1)[1],
+                    prefix=prefix, **options)
+    return "etcd", settings, address.shown
+
+
+# The lease TTLs (seconds) each backend takes: etcd's own limit (MaxLeaseTTL in its lease/lessor.go, 9,000,000,000 s;
+# etcd 3.4 answers "etcdserver: too large lease TTL" above it), and for the directory one day - the longest a dead
+# control host may be let hold its slots: beyond a day a TTL is a unit mistaken (milliseconds for seconds), not a
+# choice. Both at least 5 s (etcd raises a shorter TTL to its own least, about 2 s, silently).
+MIN_TTL = 5
+MAX_TTL = {"etcd": 9_000_000_000, "file": 86_400}
+TTL_VARIABLE = "passthrough_rollout_lease_ttl"
+
+
+def ttl_problem(kind, ttl, shown):
+    """Why ``ttl`` cannot be a lease TTL on the backend of kind ``kind`` (``shown``: its URL as shown), or None. A
+    wrong type is refused, never converted."""
+    if isinstance(ttl, bool) or not isinstance(ttl, int):
+        return f"{TTL_VARIABLE} ({ttl!r}, {type(ttl).__name__}) must be an int of seconds"
+    if not MIN_TTL <= ttl <= MAX_TTL[kind]:
+        what = "etcd's own limit, MaxLeaseTTL" if kind == "etcd" else \
+            "the longest this project lets a dead control host hold its slots on a directory backend"
+        return (f"{TTL_VARIABLE} ({ttl}) is outside what {shown} takes: from {MIN_TTL} to {MAX_TTL[kind]:,} s "
+                f"({what}). A dead control host's slots stay held this long: give seconds, e.g. 60")
+    return None
+
+
+def trust_problem(kind, settings):
+    """Why what the backend of ``(kind, settings)`` (parse_url's) reads on the control host could be written by
+    another user (locations.foreign_write_problem): the directory of a file backend, the client certificate and key
+    of an etcd one; or None."""
+    if kind == "file":
+        return locations.foreign_write_problem(settings["path"], "the coordination directory")
+    for option in ETCD_OPTIONS:
+        if settings.get(option):
+            problem = locations.foreign_write_problem(settings[option], f"the {option} file")
+            if problem:
+                return problem
+    return None
 
 
 def open_backend(url, connect_timeout=10, read_timeout=30):
     """The backend a URL names (parse_url)."""
     kind, settings, shown = parse_url(url)
     if kind == "file":
-        return FileBackend(settings["path"], shown)
+        return FileBackend(settings["path"], shown, lock_timeout=read_timeout)
     return EtcdBackend(settings, shown, connect_timeout, read_timeout)
 
 
@@ -161,13 +210,15 @@ _FLOCK = ".lock"
 class FileBackend:
     """The records in a directory of the control host (see the module's docstring)."""
 
-    def __init__(self, path, shown=None, clock=time.time):
+    def __init__(self, path, shown=None, clock=time.time, lock_timeout=30):
+        self.lock_timeout = lock_timeout
         self.path = path
         self.shown = shown or f"file://{path}"
         self.clock = clock
 
     def problem(self):
-        """Why the directory cannot hold the records (a symbolic link, not a directory), or None."""
+        """Why the directory cannot hold the records (a symbolic link, not a directory, writable by another user than
+        this one: trust_problem), or None."""
         try:
             info = os.lstat(self.path)
         except FileNotFoundError:
@@ -176,10 +227,11 @@ class FileBackend:
             return f"{self.path} is a symbolic link: give the real directory, so that every run agrees on it"
         if not stat.S_ISDIR(info.st_mode):
             return f"{self.path} exists and is not a directory"
-        return None
+        return trust_problem("file", {"path": self.path})
 
     def check(self):
-        """Refuse a path that is a symlink or not a directory (before anything is written)."""
+        """Refuse a path that is a symlink, not a directory or writable by another user (before anything is read or
+        written)."""
         problem = self.problem()
         if problem:
             raise BackendError(f"{VARIABLE} ({self.shown}): {problem}")
@@ -198,8 +250,23 @@ class FileBackend:
                 os.makedirs(self.backend.path, mode=0o700, exist_ok=True)
             fd = os.open(os.path.join(self.backend.path, _FLOCK), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
             self.handle = os.fdopen(fd, "r+")
-            fcntl.flock(self.handle, fcntl.LOCK_EX)
-            return self
+            started = time.monotonic()
+            while True:  # bounded: a process that keeps the flock (stopped, or on a loaded host) fails the request
+                try:
+                    fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return self
+                except BlockingIOError:
+                    if time.monotonic() - started >= self.backend.lock_timeout:
+                        self.handle.close()
+                        self.handle = None
+                        raise Unavailable(
+                            f"the coordination directory {self.backend.shown}: its lock {self.backend.path}/{_FLOCK} "
+                            f"stayed held by another process for {time.monotonic() - started:.1f} s (measured), "
+                            f"longer than {self.backend.lock_timeout} s (passthrough_rollout_coordination_read_timeout)"
+                            f"; find it with: fuser {self.backend.path}/{_FLOCK}. A change there takes milliseconds: "
+                            "a process stopped while holding it (SIGSTOP, a debugger) must go on or end; on a control "
+                            "host that loaded, raise passthrough_rollout_coordination_read_timeout") from None
+                    time.sleep(0.01)
 
         def __exit__(self, *exc):
             if self.handle is not None:
@@ -208,10 +275,18 @@ class FileBackend:
     def _load(self, name):
         path = os.path.join(self.path, name)
         try:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         except FileNotFoundError:
             return None, None
+        except OSError as exc:
+            raise BackendError(f"{VARIABLE} ({self.shown}): {path} cannot be read ({exc.strerror}): it is no record "
+                               "of open-gpu-cloud's coordination (a symbolic link?); remove it, after checking that no "
+                               "run of playbooks/host.yml is rebooting a host") from None
+        with os.fdopen(fd, encoding="utf-8") as handle:
+            info = os.fstat(handle.fileno())
+            if info.st_uid != os.geteuid() or stat.S_IMODE(info.st_mode) & 0o022:
+                raise BackendError(f"{VARIABLE} ({self.shown}): {locations.foreign_write_problem(path, 'the record', False)}")
+            text = handle.read()
         try:
             data = json.loads(text)
         except ValueError:
@@ -262,7 +337,7 @@ class FileBackend:
         for name in self._names():
             if name.startswith(_SLOT) and name[len(_SLOT):].isdigit():
                 record, text = self._load(name)
-                lease = live.get(str(record.get("lease")))
+                lease = live.get(str(record.get("lease"))) if record is not None else None
                 if lease is None:
                     continue  # its lease ran out or was revoked: free
                 slots[int(name[len(_SLOT):])] = dict(record, expires=leases.expiry_of(lease))
@@ -300,8 +375,12 @@ class FileBackend:
                 self._remove(name)
             elif name.startswith(_SLOT) and name[len(_SLOT):].isdigit():
                 record, _revision = self._load(name)
-                if str(record.get("lease")) not in live:
+                if record is None or str(record.get("lease")) not in live:
                     self._remove(name)
+
+    def stop_removal(self):
+        """How the operator removes the stop record (a command)."""
+        return f"rm {os.path.join(self.path, _STOP)}"
 
     def put_stop(self, record):
         with self._Flock(self, create=True):
@@ -309,6 +388,9 @@ class FileBackend:
 
     def grant(self, lease, ttl, holder):
         """Grant lease ``lease`` for ``ttl`` seconds; False when it exists already (another task of the run)."""
+        problem = ttl_problem("file", ttl, self.shown)
+        if problem:
+            raise BackendError(problem)
         with self._Flock(self, create=True):
             now = self.clock()
             if str(lease) in self._leases(now):
@@ -363,7 +445,7 @@ class EtcdBackend:
     def __init__(self, settings, shown, connect_timeout=10, read_timeout=30, clock=time.time):
         # Imported here, not with this file: the filter that checks the URL (parse_url) loads this file in the task
         # worker of each task that calls it, and etcd3gw brings requests with it
-        # (tests/unit/test_plugin_import_cost.py).
+        # (tests/unit/test_plugin_import_cost.py). etcd3gw puts an IPv6 host in brackets itself.
         try:
             import etcd3gw
             from etcd3gw import exceptions as etcd_errors
@@ -375,6 +457,7 @@ class EtcdBackend:
         self.shown = shown
         self.clock = clock
         self.prefix = settings["prefix"]
+        self.settings = settings
         self.client = etcd3gw.Etcd3Client(
             host=settings["host"], port=settings["port"], protocol=settings["protocol"],
             ca_cert=settings.get("ca_cert"), cert_cert=settings.get("cert_cert"), cert_key=settings.get("cert_key"),
@@ -382,7 +465,10 @@ class EtcdBackend:
         self.timeouts = (connect_timeout, read_timeout)
 
     def check(self):
-        """Nothing to check before a request (the URL was parsed)."""
+        """Refuse a client certificate or key another user could write (trust_problem)."""
+        problem = trust_problem("etcd", self.settings)
+        if problem:
+            raise BackendError(f"{VARIABLE} ({self.shown}): {problem}")
 
     def _post(self, path, payload):
         try:
@@ -403,23 +489,32 @@ class EtcdBackend:
         slots, stop, ttls = {}, None, {}
         for item in answer.get("kvs", []):
             key = _unb64(item["key"])
+            if not self._ours(key):
+                continue  # not a record of this project's (another tool's key under the prefix): not read
             try:
                 record = json.loads(_unb64(item.get("value")))
             except ValueError:
                 record = None
             if not isinstance(record, dict):
-                raise BackendError(f"{self.shown}: {key} is not a record of open-gpu-cloud's coordination: delete it "
-                                   "(etcdctl del), after checking that no run of playbooks/host.yml is rebooting a "
-                                   "host")
+                raise BackendError(f"{self.shown}: {key}, a key of open-gpu-cloud's coordination, holds no record of "
+                                   f"it (a JSON object): delete it ({self.stop_removal().rsplit(' ', 1)[0]} {key}), "
+                                   "after checking that no run of playbooks/host.yml is rebooting a host")
             if key == f"{self.prefix}/stopped":
                 stop = record
-            elif key.startswith(f"{self.prefix}/slot/") and key.rsplit("/", 1)[1].isdigit():
+            else:
                 lease = item.get("lease", "0")
                 if lease not in ttls:
                     ttls[lease] = self._ttl(lease)
                 if ttls[lease] > 0:
                     slots[int(key.rsplit("/", 1)[1])] = dict(record, expires=now + ttls[lease])
         return View(slots, stop, now, revision)
+
+    def _ours(self, key):
+        """Whether ``key`` is one of this project's records: ``<prefix>/stopped`` or ``<prefix>/slot/<digits>``."""
+        if key == f"{self.prefix}/stopped":
+            return True
+        slot = f"{self.prefix}/slot/"
+        return key.startswith(slot) and key[len(slot):].isdigit() and key[len(slot):].isascii()
 
     def _ttl(self, lease):
         answer = self._post("/kv/lease/timetolive", {"ID": lease})
@@ -448,6 +543,11 @@ class EtcdBackend:
                 raise LeaseLost(f"the run's lease {lease} in {self.shown} has run out or was revoked") from None
             raise
         return bool(answer.get("succeeded"))
+
+    def stop_removal(self):
+        """How the operator removes the stop record (a command)."""
+        endpoint = f"{self.settings['protocol']}://{addresses.host_in_url(self.settings['host'])}:{self.settings['port']}"
+        return f"etcdctl --endpoints={endpoint} del {self.prefix}/stopped"
 
     def put_stop(self, record):
         self._post("/kv/put", {"key": _b64(f"{self.prefix}/stopped"), "value": _b64(json.dumps(record, sort_keys=True))})

@@ -21,7 +21,9 @@ A record without an expiry (a lock of a version without leases) counts as expire
 Reboot slots (``decide_wave``): at most ``capacity`` hosts reboot at once across every run; the hosts of a wave take
 their slots together, all or none (under Ansible's linear strategy a wave's hosts go on together, so two runs whose
 waves each got part of what they need would wait on each other until their timeout). A stop record written after a
-run started refuses that run any slot (``check_stop``).
+run started refuses that run any slot (``check_stop``); one dated further ahead of this control host's clock than
+``CLOCK_SKEW`` (a control host whose clock is wrong, or a record planted) is refused as what it is
+(``StopFromFuture``), naming both clocks, instead of holding back every run until that time.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import math
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import identity as ident
 
 __all__ = ["FREE", "OURS", "EXPIRED", "GONE", "HELD", "TAKEABLE", "LeaseError", "SlotError", "SlotsFull",
-           "RolloutStopped", "utc", "holder_state", "describe_holder", "describe_stop", "decide_wave", "check_stop",
+           "RolloutStopped", "StopFromFuture", "CLOCK_SKEW", "utc", "holder_state", "describe_holder", "describe_stop", "decide_wave", "check_stop",
            "expiry_of"]
 
 FREE, OURS, EXPIRED, GONE, HELD = "free", "ours", "expired", "gone", "held"
@@ -63,6 +65,26 @@ class RolloutStopped(SlotError):
     def __init__(self, record):
         self.record = record
         super().__init__(describe_stop(record))
+
+
+class StopFromFuture(SlotError):
+    """The stop record is dated ahead of this control host's clock by more than CLOCK_SKEW."""
+
+    def __init__(self, record, now, removal):
+        self.record = record
+        ahead = record["time"] - now
+        super().__init__(
+            f"the fleet-wide stop record is dated {utc(record['time'])} by the clock of "
+            f"{record.get('controller', '?')}, {ahead:.0f} s ahead of this control host's clock "
+            f"({utc(now)}; more than the {CLOCK_SKEW} s two clocks may differ): {describe_stop(record)}. A record "
+            "from the future would hold back every run started before that time. Check the clocks of "
+            f"{record.get('controller', '?')} and of this control host (timedatectl; chronyc tracking), then, "
+            f"once no run of playbooks/host.yml is rebooting a host, remove the record ({removal}) and run again")
+
+
+# Seconds two control hosts' clocks may differ (Kerberos's default): a stop record dated further ahead than that is
+# refused as from the future (StopFromFuture).
+CLOCK_SKEW = 300
 
 
 def utc(moment):
@@ -113,10 +135,16 @@ def describe_stop(record):
             f"{record.get('reason') or 'no reason given'}")
 
 
-def check_stop(stop, run_started):
+def check_stop(stop, run_started, now=None, removal="remove it"):
     """Raise RolloutStopped when the stop record ``stop`` (or None) was written after ``run_started`` (seconds since
-    the epoch): the rollout of a run that started before a failure stops too; a later run is not held back."""
-    if stop is not None and isinstance(stop.get("time"), (int, float)) and stop["time"] > run_started:
+    the epoch): the rollout of a run that started before a failure stops too; a later run is not held back.
+    StopFromFuture when the record is dated more than CLOCK_SKEW seconds after ``now`` (this control host's clock;
+    ``removal``: how the operator removes the record)."""
+    if stop is None or isinstance(stop.get("time"), bool) or not isinstance(stop.get("time"), (int, float)):
+        return
+    if now is not None and stop["time"] > now + CLOCK_SKEW:
+        raise StopFromFuture(stop, now, removal)
+    if stop["time"] > run_started:
         raise RolloutStopped(stop)
 
 

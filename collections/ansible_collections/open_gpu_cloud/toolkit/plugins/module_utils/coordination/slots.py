@@ -45,7 +45,7 @@ def acquire(backend, host, wave, capacity, here, run_started, lease, check=False
     wave = [host] + [h for h in wave if h != host]
     for _attempt in range(MAX_TRIES):
         view = backend.read()
-        leases.check_stop(view.stop, run_started)
+        leases.check_stop(view.stop, run_started, view.now, backend.stop_removal())
         decided = leases.decide_wave(view.slots, wave, capacity, here, view.now, alive)
         puts = {index: dict(holder_fields(here), host=member, since=leases.utc(view.now))
                 for member, (index, outcome, _before) in decided.items() if outcome != leases.OURS}

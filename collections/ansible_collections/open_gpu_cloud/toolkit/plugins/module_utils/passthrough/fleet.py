@@ -3,8 +3,8 @@
 # Apache License 2.0 (see LICENSE)
 """The fleet report's data: every GPU host's plan and health results, laid out for the templates.
 
-``fleet_report(plans, missing=None, health=None)`` -> ``{hosts, models, pending, alerts, errors, without_reset,
-totals, colours}`` where ``plans`` is ``{host: {facts, plan}}`` as the one loader sets it (roles/passthrough
+``fleet_report(plans, missing=None, health=None)`` -> ``{hosts, models, pending, left_alone, alerts, errors,
+without_reset, totals, colours}`` where ``plans`` is ``{host: {facts, plan}}`` as the one loader sets it (roles/passthrough
 tasks/load.yml: ``passthrough_plans``, combined with ``passthrough_other_plans``), ``missing`` the
 ``{host: plan file}`` of the hosts without one (``passthrough_plans_missing``; each is a row with its error)
 and ``health`` the ``health_summary`` of playbooks/health.yml (``{reports: [...]}``) when it ran in the same
@@ -13,7 +13,9 @@ writes it. Each host has its IOMMU groups as SVG boxes (``x``, ``y``, ``width``,
 devices, each with the verdict and reason of the planner's own table (``plan_table``, the same rows the plan
 phase prints, its window and reset columns included); ``without_reset`` lists the GPUs offered to Nova that the
 kernel has no usable reset for, and each host its ``guest_phys_bits_needed`` (plans written before these fields
-show none). The templates in ``templates/`` only place them. Pure functions; errors are ``ReportError``
+show none). ``left_alone`` lists the hosts whose plan names ``blocked_by`` (``settle.py``: no reboot can make them
+passthrough hosts, so the host phase writes nothing there), each cause with its reason and fix. The templates in
+``templates/`` only place them. Pure functions; errors are ``ReportError``
 (a ``PlanError``), which the filter (``plugins/filter/fleet_report.py``) turns into ``AnsibleFilterError``
 with the same message.
 """
@@ -144,6 +146,7 @@ def _host(host, data, health):
         "offered": len(plan.get("selected") or []),
         "aliases": plan.get("aliases") or [],
         "reboot_required": bool(plan.get("reboot_required")), "pending": list(plan.get("pending") or []),
+        "blocked_by": [dict(b) for b in plan.get("blocked_by") or [] if isinstance(b, Mapping)],
         "notes": list(plan.get("notes") or []), "alerts": alerts,
         "health": None if health is None else ("OK" if not alerts else f"{len(alerts)} alert(s)"),
         "pci_ids": facts.get("pci_ids"), "error": None,
@@ -165,7 +168,8 @@ def fleet_report(plans, missing=None, health=None):
         data, error = checked[host]
         if data is None:
             hosts.append({"host": host, "error": error, "groups": [], "rows": [], "offered": 0, "aliases": [],
-                          "pending": [], "notes": [], "alerts": [], "reboot_required": False, "svg_width": 0,
+                          "pending": [], "blocked_by": [], "notes": [], "alerts": [], "reboot_required": False,
+                          "svg_width": 0,
                           "svg_height": 0, "iommu_enabled": False, "health": None, "pci_ids": None,
                           "guest_phys_bits_needed": None, "ovmf_phys_bits_needed": None, "without_reset": []})
             continue
@@ -183,6 +187,7 @@ def fleet_report(plans, missing=None, health=None):
         "hosts": hosts,
         "models": model_list,
         "pending": [{"host": h["host"], "items": h["pending"]} for h in hosts if h["reboot_required"]],
+        "left_alone": [{"host": h["host"], "blocked_by": h["blocked_by"]} for h in hosts if h["blocked_by"]],
         "alerts": [a for h in hosts for a in h["alerts"]],
         "errors": [h["error"] for h in hosts if h["error"]],
         "without_reset": [gpu for h in hosts for gpu in h["without_reset"]],
@@ -190,6 +195,7 @@ def fleet_report(plans, missing=None, health=None):
                    "gpus_without_reset": sum(len(h["without_reset"]) for h in hosts),
                    "groups": sum(len(h["groups"]) for h in hosts),
                    "reboots_pending": sum(1 for h in hosts if h["reboot_required"]),
+                   "hosts_left_alone": sum(1 for h in hosts if h["blocked_by"]),
                    "health_checked": health is not None},
         "colours": [{"verdict": v, "colour": c, "words": VERDICT_WORDS[v]} for v, c in COLOURS.items()],
     }

@@ -20,6 +20,11 @@ policy. Its rules come from how the kernel and Nova behave:
   with the wrong type matches nothing.
 * ``amd_iommu=on`` is not an option the kernel knows (it logs "AMD-Vi: Unknown option - 'on'"): the
   AMD IOMMU is on when the firmware enables it. It is planned only when policy asks for it.
+* A reboot is planned only when it can settle every pending item (``settle.py``, ``reboot_blockers``): not on a host
+  with no GPU for passthrough, not where no kernel argument can switch the IOMMU on (no DMAR/IVRS firmware table, a
+  virtual machine without a virtual IOMMU, AMD-Vi off in the firmware) or CPU virtualization is missing, unless BIOS
+  attributes staged on the BMC (``firmware_enables``) switch it on at the same restart. Such a plan names the causes
+  (``blocked_by``) and asks for no reboot; the host role writes nothing there.
 * A GPU's 64-bit memory windows (BARs) must fit the guest's 64-bit PCI aperture and address width
   (``the collection's plugins/module_utils/pci/bars.py``, ``guest_phys_bits_needed``); a GPU the kernel has no reset for keeps its state
   from one guest to the next. The plan records both for each GPU offered to Nova and says when either needs the
@@ -30,7 +35,7 @@ from __future__ import annotations
 
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.host import kernel_cmdline
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import bars as pci_bars
-from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough import rules
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough import rules, settle
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough.policy import check_policy as _check_policy
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough.rules import (
     DRIVER_MODULES, EARLY_MODULES, FUNCTION_DRIVERS, GPU_DRIVERS, NVIDIA, NVIDIA_BLACKLIST,
@@ -53,6 +58,22 @@ def _check_facts(facts, host):
     for dev in facts["devices"]:
         if not isinstance(dev, dict) or not {"address", "vendor_id", "product_id", "class_id"} <= set(dev):
             raise _err(host, f"malformed device entry {dev!r}: each needs address, vendor_id, product_id, class_id")
+    if facts.get("iommu_firmware") not in settle.IOMMU_FIRMWARE + (None,):
+        raise _err(host, f"facts.iommu_firmware is {facts['iommu_firmware']!r}, not one of "
+                         f"{', '.join(settle.IOMMU_FIRMWARE)} or null: pass ansible_facts.pci_passthrough from the "
+                         "pci_passthrough_facts module")
+
+
+FIRMWARE_ENABLES = ("virtualization", "iommu")
+
+
+def _check_firmware_enables(firmware_enables, host):
+    if firmware_enables is None:
+        return ()
+    if not isinstance(firmware_enables, (list, tuple)) or not all(e in FIRMWARE_ENABLES for e in firmware_enables):
+        raise _err(host, f"firmware_enables must be a list of {' and '.join(FIRMWARE_ENABLES)} (what BIOS attributes "
+                         f"staged on the BMC switch on at the reboot), got {firmware_enables!r}")
+    return tuple(firmware_enables)
 
 
 def _describe(dev) -> str:
@@ -116,16 +137,22 @@ def _classify(devices, pol):
     return stays, candidates
 
 
-def _plan_without_iommu(candidates, devices, pol):
+def _plan_without_iommu(candidates, devices, pol, blocked=False):
     """With the IOMMU off nothing can be offered; the GPUs are bound provisionally.
 
     The GPUs (and their other functions) go to vfio-pci with the same reboot that turns the IOMMU on,
     so one reboot is enough when the groups turn out clean; binding a GPU the host does not use takes
-    nothing from the host. Returns ``(excluded, vfio, notes)``.
+    nothing from the host. ``blocked``: ``"iommu"`` when no reboot can switch the IOMMU on, ``"other"`` when something
+    else keeps any reboot from helping (``settle.py``), so the note does not promise it. Returns ``(excluded, vfio, notes)``.
     """
     notes = ["The IOMMU is not active (the kernel shows no IOMMU groups), so whether a GPU shares its group "
-             "with other devices cannot be checked: nothing is offered to Nova yet. The planned kernel "
-             "arguments enable the IOMMU; after the reboot the plan is made again from the new facts."]
+             "with other devices cannot be checked: nothing is offered to Nova yet. "
+             + ({"iommu": "No kernel argument can switch it on here (see blocked_by): the binding and kernel arguments "
+                          "below are what the host needs once it has an IOMMU, and are not applied.",
+                 "other": "No reboot can make this host a passthrough host (see blocked_by): the binding and kernel "
+                          "arguments below are what it would need, and are not applied."}.get(blocked) or
+                "The planned kernel arguments enable the IOMMU; after the reboot the plan is made again from the new "
+                "facts.")]
     excluded = {dev["address"]: _exclusion("iommu_inactive",
                                            "IOMMU not active: group isolation cannot be checked until the host "
                                            "reboots with the planned kernel arguments")
@@ -388,7 +415,13 @@ def _pending(facts, kernel_args, kernel_absent, vfio_devices, host):
     return pending
 
 
-def passthrough_plan(facts, policy=None, host=None):
+def _blocked_notes(blocked_by):
+    """The plan's first notes when no reboot can help: what stops it, and what must happen first."""
+    return [f"Left alone: nothing is written on this host and it is not rebooted, because {b['reason']}. First, "
+            f"{b['fix']}." for b in blocked_by]
+
+
+def passthrough_plan(facts, policy=None, host=None, firmware_enables=()):
     """Plan GPU passthrough for one host.
 
     :param facts: ``ansible_facts.pci_passthrough`` from the ``pci_passthrough_facts`` module.
@@ -396,10 +429,13 @@ def passthrough_plan(facts, policy=None, host=None):
         (``{"10de:1db4": "v100"}``), ``exclude`` (addresses not offered to Nova), ``keep_on_host``
         (addresses that must keep their host driver), ``allow_unsafe_interrupts``, ``amd_iommu_on``.
     :param host: the inventory hostname, used in error messages and the plan.
+    :param firmware_enables: what BIOS attributes the host role stages on the BMC switch on at the reboot
+        (``virtualization``, ``iommu``; the plan role passes both for a host with ``passthrough_host_bmc_address``).
     :returns: the plan (see docs/design.md): ``selected``, ``excluded``, ``vfio_devices``, ``vfio_ids``,
         ``bind_by_address``, ``host_devices``, ``aliases``, ``kernel_args``, ``kernel_args_absent``,
         ``blacklist_modules``, ``softdep_drivers``, ``early_modules``, ``reboot_required``, ``pending``,
-        ``notes``, ``groups``, ``guest_phys_bits_needed`` and ``ovmf_phys_bits_needed`` (the most guest physical
+        ``notes``, ``groups``, ``blocked_by`` and ``reboot_blocked`` (``settle.py``: why no reboot can help, and
+        whether one was otherwise needed), ``guest_phys_bits_needed`` and ``ovmf_phys_bits_needed`` (the most guest physical
         address bits one of the selected GPUs needs, ``the collection's plugins/module_utils/pci/bars.py``; null without selected GPUs or
         their windows, and for OVMF when its defaults do).
     :raises PlanError: malformed facts or policy, naming the host, the key and the fix.
@@ -412,6 +448,7 @@ def passthrough_plan(facts, policy=None, host=None):
     devices = sorted(facts["devices"], key=lambda d: d["address"])
     by_addr = {d["address"]: d for d in devices}
     pol = _check_policy(policy, by_addr, host)
+    firmware_enables = _check_firmware_enables(firmware_enables, host)
     iommu = bool(facts.get("iommu_enabled"))
     groups: dict[str, list[dict]] = {}
     for dev in devices:
@@ -419,11 +456,14 @@ def passthrough_plan(facts, policy=None, host=None):
             groups.setdefault(str(dev["iommu_group"]), []).append(dev)
 
     stays, candidates = _classify(devices, pol)
+    blocked_by = settle.reboot_blockers(facts, has_gpu=bool(candidates), firmware_enables=firmware_enables)
     if iommu:
         selected, excluded, vfio, group_report = _select_per_group(candidates, groups, stays, pol)
         notes = []
     else:
-        excluded, vfio, notes = _plan_without_iommu(candidates, devices, pol)
+        blocked = ("iommu" if any(b["cause"] in settle.IOMMU_CAUSES for b in blocked_by)
+                   else "other" if blocked_by else None)
+        excluded, vfio, notes = _plan_without_iommu(candidates, devices, pol, blocked=blocked)
         selected, group_report = [], []
     for address, entry in stays.items():
         excluded.setdefault(address, entry)
@@ -444,6 +484,7 @@ def passthrough_plan(facts, policy=None, host=None):
                                                             nvidia_on_host)
     notes += kernel_notes
     pending = _pending(facts, kernel_args, kernel_absent, vfio_devices, host)
+    notes = _blocked_notes(blocked_by) + notes
 
     return {
         "host": host,
@@ -461,7 +502,9 @@ def passthrough_plan(facts, policy=None, host=None):
         "blacklist_modules": blacklist,
         "softdep_drivers": _softdeps(vfio_devices, by_addr),
         "early_modules": list(EARLY_MODULES) if vfio_devices else [],
-        "reboot_required": bool(pending),
+        "reboot_required": bool(pending) and not blocked_by,
+        "reboot_blocked": bool(pending) and bool(blocked_by),
+        "blocked_by": blocked_by,
         "pending": pending,
         "notes": notes,
         "groups": group_report,

@@ -75,7 +75,10 @@ def plan_report(plan, facts):
     lines.append(f"kernel args: {' '.join(plan['kernel_args']) or '-'}")
     if plan["bind_by_address"]:
         lines.append(f"bound by address: {' '.join(plan['bind_by_address'])}")
-    lines.append(f"reboot required: {'yes' if plan['reboot_required'] else 'no'}")
+    blocked = plan.get("blocked_by") or []
+    lines.append(f"reboot required: {'yes' if plan['reboot_required'] else 'no'}"
+                 + (" (no reboot can help: the host phase leaves this host as it is)" if blocked else ""))
+    lines.extend(f"  blocked by {b['cause']}: {b['reason']}; first, {b['fix']}" for b in blocked)
     lines.extend(f"  pending: {p}" for p in plan["pending"])
     lines.extend(f"note: {n}" for n in plan["notes"])
     return "\n".join(lines)

@@ -35,7 +35,7 @@ The causes, in the order they are reported:
 
 from __future__ import annotations
 
-from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough import rules
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.passthrough import rules, settle
 
 __all__ = ["CAUSES", "COMPARED_KEYS", "VerifyError", "verify"]
 
@@ -130,11 +130,15 @@ def verify(facts, plan, host=None, fresh=None):
     iommu = bool(facts["iommu_enabled"])
     if not iommu:
         cmdline = " ".join(facts.get("kernel_cmdline") or [])
+        # What no reboot can change is settle.py's rule (the planner's): a bare-metal host whose firmware shows no
+        # DMAR/IVRS table is told so.
+        tables = next((" (" + b["reason"].split(": ", 1)[1] + ")" for b in settle.reboot_blockers(facts)
+                       if b["cause"] == "iommu_off_in_firmware" and facts.get("iommu_firmware") == "none"), "")
         problems.append(_problem(
             "iommu_inactive", host,
             f'{host}: the IOMMU is still inactive after booting with "{cmdline}" (no /sys/kernel/iommu_groups)'
             + (". " + VM_IOMMU_FIX if facts.get("hypervisor") is True else
-               ": enable AMD-Vi/IOMMU or VT-d in the firmware setup (passthrough_host_bmc_address can do it through "
+               f"{tables}: enable AMD-Vi/IOMMU or VT-d in the firmware setup (passthrough_host_bmc_address can do it through "
                "the BMC), reboot, and run this play again.")))
     args = " ".join(plan.get("kernel_args") or []) or "-"
     not_vfio = set()
