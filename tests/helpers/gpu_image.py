@@ -167,7 +167,9 @@ def cache_key(variables: dict) -> str:
 
 def playbook(directory: str, variables: dict, *args) -> list:
     """The arguments of ansible-playbook (ogc_testlib.run_playbook) for playbooks/images.yml on the demo inventory plus this machine as the build host, with
-    ``variables`` as extra variables (the inventory and the variables are written to ``directory``)."""
+    ``variables`` as extra variables (the inventory and the variables are written to ``directory``). It builds only,
+    as docs/ops.md ("GPU images") tells an operator to: the upload's tag skipped, the limit keeping the control host
+    (a limit without it is refused, playbooks/run_scope.yml)."""
     inventory = os.path.join(directory, "builder.yml")
     with open(inventory, "w", encoding="utf-8") as handle:
         # The system Python has apt's bindings (ansible.builtin.apt), as on any Debian build host.
@@ -177,7 +179,7 @@ def playbook(directory: str, variables: dict, *args) -> list:
     with open(extra, "w", encoding="utf-8") as handle:
         json.dump(variables, handle, indent=1)
     return [os.path.join(ROOT, "playbooks", "images.yml"), "-i", os.path.join(ROOT, "inventory", "demo"),
-            "-i", inventory, "--limit", BUILDER, "-e", f"@{extra}", *args]
+            "-i", inventory, "--limit", f"{BUILDER},localhost", "--skip-tags", "gpu_images_upload", "-e", f"@{extra}", *args]
 
 
 class Build:

@@ -62,3 +62,13 @@ def test_a_test_imports_another_test_file_only_from_its_own_folder():
                     if not (path.parent / f"{name}.py").is_file():
                         wrong.append(f"{path.relative_to(TESTS)}: {line.strip()}")
     assert not wrong, wrong
+
+
+def test_no_two_test_files_share_a_name():
+    """pytest imports a test file by its name alone (rootdir import mode, no packages under tests/): a second file of
+    the same name elsewhere fails to collect in a run of every test, though each passes in its own tier."""
+    seen = {}
+    for path in test_files("."):
+        seen.setdefault(path.name, []).append(str(path.relative_to(TESTS)))
+    shared = {name: paths for name, paths in seen.items() if len(paths) > 1}
+    assert not shared, f"test files sharing a name (rename one): {shared}"

@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -388,12 +389,16 @@ def nova_pci_settings(*files):
 class NovaPlacementMove:
     """The seed V100 host's Nova configuration rendered by playbooks/nova.yml and kolla-ansible genconfig
     (playbooks/deploy.yml, the seed host and the controller) in a kolla directory of its own, and the compute test
-    cloud started from exactly those files. The cloud has one GPU compute, the seed host: nova_pci_config_hosts says
-    so (the other demo hosts' devices would never reach its Placement)."""
+    cloud started from exactly those files. The cloud has one GPU compute, the seed host: the move's plan directory
+    holds that host's plan alone, so the fleet whose devices the scheduler waits for in Placement is that host (the
+    other demo hosts' devices would never reach its Placement), and nova_pci_config_hosts writes its override alone."""
 
     def __init__(self, demo, name):
         self.demo = demo
         self.kolla = demo.dir / name
+        self.plans = demo.dir / f"{name}-plans"
+        self.plans.mkdir()
+        shutil.copy2(demo.dir / "plans" / "seed-v100.json", self.plans / "seed-v100.json")
         self.compute_conf = self.kolla / "node" / "seed-v100" / "nova-compute" / "nova.conf"
         self.scheduler_conf = self.kolla / "node" / "demo-controller" / "nova-scheduler" / "nova.conf"
         self.gpus = demo.dir / "seed-v100-pci.json"
@@ -411,6 +416,7 @@ class NovaPlacementMove:
 
     def vars(self):
         return {"ogc_kolla_demo_dir": str(self.kolla), "nova_pci_config_hosts": ["seed-v100"],
+                "passthrough_plan_dir": str(self.plans),
                 "kolla_deploy_extra_args": ["--limit", "seed-v100,demo-controller"]}
 
     def start_cloud(self):

@@ -203,7 +203,7 @@ def test_the_stop_record_and_revoking(store):
     lease = granted(backend, A)
     slots.acquire(backend, "h1", [], 2, A, 0.0, lease)
     # (The store's clock reads 1000: a record dated within leases.CLOCK_SKEW of it; one further ahead is refused
-    # as from the future, tests/unit/coordination/test_foreign_records.py.)
+    # as from the future, tests/unit/coordination/test_foreign_record_rules.py.)
     record = slots.stop(backend, "h1", "the verification failed", A, 1200.0)
     assert backend.read().stop == record and record["time"] == 1200.0
     with pytest.raises(leases.RolloutStopped):
