@@ -41,7 +41,7 @@ import time
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import address as pci_address
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.protocol import Action, Plan
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.ops.pci_return import (
-    CONCURRENT_UPDATE, CONFLICT_PAUSE, INVENTORY_FIELDS, MAX_CONFLICT_RETRIES, PLACEMENT_MICROVERSION)
+    CONCURRENT_UPDATE, CONFLICT_PAUSE, MAX_CONFLICT_RETRIES, PLACEMENT_MICROVERSION, inventory_with_reserved)
 
 FORMAT = 1
 RECORD_MODE = 0o644
@@ -209,13 +209,6 @@ def judge_unfence(name, view, record, lift_causes=HEALTH_LIFTS):
     return "unfence", ""
 
 
-def fenced_inventory(inventory, reserved):
-    """The body of the PUT: the inventory read, with ``reserved`` and the generation read."""
-    body = dict((key, inventory[key]) for key in INVENTORY_FIELDS if key in inventory)
-    body.update(reserved=reserved, resource_provider_generation=inventory["resource_provider_generation"])
-    return body
-
-
 def _key(device):
     return f"{device['host']}/{device['address']}"
 
@@ -347,7 +340,7 @@ def _put_reserved(cm, params, state, device, wanted_verdicts, value):
     for attempt in range(params["conflict_retries"] + 1):
         view = state["views"][key]
         response = cm.call("writing", device["name"], cm.conn.placement.put, path,
-                           json=fenced_inventory(view["inventory"], value(view)), microversion=PLACEMENT_MICROVERSION,
+                           json=inventory_with_reserved(view["inventory"], value(view)), microversion=PLACEMENT_MICROVERSION,
                            raise_exc=False)
         if response.status_code < 400:
             return None

@@ -67,11 +67,17 @@ def judge(name, view):
     return "return", ""
 
 
-def returned_inventory(inventory):
-    """The body of the PUT that returns a device: the inventory read, with reserved 0 and the generation read."""
+def inventory_with_reserved(inventory, reserved):
+    """The body of a PUT that sets a device's ``reserved`` (returning it: 0; fencing it: its total): the inventory
+    read, with that ``reserved`` and the generation read, so that a change by Nova meanwhile is a conflict."""
     body = dict((key, inventory[key]) for key in INVENTORY_FIELDS if key in inventory)
-    body.update(reserved=0, resource_provider_generation=inventory["resource_provider_generation"])
+    body.update(reserved=reserved, resource_provider_generation=inventory["resource_provider_generation"])
     return body
+
+
+def returned_inventory(inventory):
+    """The body of the PUT that returns a device: reserved 0."""
+    return inventory_with_reserved(inventory, 0)
 
 
 def _key(device):
