@@ -467,7 +467,9 @@ def test_a_pool_cloud_moves_to_placement_with_a_gpu_server_running(demo):
     Placement by re-running the phases: the computes first, then the scheduler once Placement has the devices.
     In each mode the services run exactly the rendered settings, the declared flavor lands on the devices the plan
     selected (never on their group-mates held on vfio-pci) and the one beyond them is refused; the first server
-    keeps its device and its host throughout, its allocation healed into Placement."""
+    keeps its device and its host throughout, its allocation healed into Placement. Then one-time-use is turned on
+    and a GPU goes from one tenant to the next as docs/ops.md says: Nova itself reserves it, the next server is
+    refused, playbooks/return_gpus.yml resets and returns it, the next server gets it."""
     seed = demo.plans()["seed-v100"]["plan"]
     selected = {d["address"] for d in seed["selected"]}
     held_back = {e["address"] for e in seed["excluded"] if "bound to vfio-pci so the group stays viable" in e["reason"]}
@@ -545,3 +547,49 @@ def test_a_pool_cloud_moves_to_placement_with_a_gpu_server_running(demo):
     rc, out = demo.site("move-off", "-e", json.dumps(dict(move.vars(), nova_pci_config_placement=False)),
                         playbook="playbooks/nova.yml")
     assert rc != 0 and "cannot be disabled any more" in " ".join(out.split()), out[-4000:]
+
+    # 5. One-time-use on (nova_pci_config_one_time_use, Nova 2025.2 and later: the test cloud runs Nova 33), proven on
+    # Nova's own reservation: no test writes reserved or the trait. Nova reserves an allocated one-time-use device
+    # (nova/compute/pci_placement_translator.py: reserved = total) and never lowers it; a server deleted leaves its
+    # GPU reserved, so the next server is refused until playbooks/return_gpus.yml resets and returns that GPU.
+    out = move.render("one-time-use", nova_pci_config_one_time_use=True)
+    move.start_cloud()
+    compute, _ = move.assert_services_run_the_rendered_settings()
+    specs = [json.loads(spec) for spec in compute["pci.device_spec"]]
+    assert sorted(s["address"] for s in specs) == sorted(selected) and all(s["one_time_use"] == "true" for s in specs)
+    deadline = time.time() + 240
+    while True:  # the compute's first update of its providers after the restart writes the reservations
+        states = {address: provider_state(conn, provider.id) for address, provider in providers.items()}
+        if all(state[0] == 1 for state in states.values()) or time.time() > deadline:
+            break
+        time.sleep(5)
+    assert all(state[:2] == (1, 1) and "HW_PCI_ONE_TIME_USE" in state[2] for state in states.values()), states
+    gone_id, device = next(iter(placed.items()))
+    conn.compute.delete_server(gone_id)
+    conn.compute.wait_for_delete(conn.compute.get_server(gone_id), wait=180)
+    deadline = time.time() + 120
+    while provider_state(conn, providers[device].id)[1] and time.time() < deadline:  # the allocation goes after the server
+        time.sleep(3)
+    assert provider_state(conn, providers[device].id)[:2] == (1, 0)  # free, and still reserved: Nova never lowers it
+    blocked = boot(conn, "otu-blocked", flavor, image)
+    assert blocked.status == "ERROR" and "No valid host was found" in blocked.fault["message"], blocked.fault
+    conn.compute.delete_server(blocked.id)
+    rc, out = demo.site("otu-return", playbook="playbooks/return_gpus.yml")
+    said = " ".join(out.split())
+    assert rc == 0 and f"seed-v100: GPU {device} (hypervisor seed-v100, provider {providers[device].id}): returned to " \
+        "Nova, reset first: reserved 1 -> 0" in said, said[-4000:]
+    assert provider_state(conn, providers[device].id)[:2] == (0, 0)
+    after = boot(conn, "otu-next", flavor, image)
+    assert after.status == "ACTIVE" and placement_devices(conn, after.id) == [device], after.fault
+    rc, out = demo.site("otu-return-again", playbook="playbooks/return_gpus.yml")
+    assert rc == 0 and recap(out)["localhost"]["changed"] == 0, out[-6000:]
+    assert "Nothing waits to be returned" in " ".join(out.split()), out[-4000:]
+
+
+def provider_state(conn, provider_id):
+    """(reserved, used, traits) of a GPU device's provider, as Placement answers."""
+    inventories = conn.placement.get(f"/resource_providers/{provider_id}/inventories", microversion="1.26").json()
+    (inventory,) = inventories["inventories"].values()
+    usages = conn.placement.get(f"/resource_providers/{provider_id}/usages", microversion="1.26").json()["usages"]
+    traits = conn.placement.get(f"/resource_providers/{provider_id}/traits", microversion="1.6").json()["traits"]
+    return inventory["reserved"], sum(usages.values()), set(traits)
