@@ -17,6 +17,7 @@ from ogc_testlib import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "helpers"))
 from cpu_load import CpuLoad  # noqa: E402  pylint: disable=wrong-import-position
+from etcd_server import EtcdServer  # noqa: E402  pylint: disable=wrong-import-position
 
 
 @pytest.fixture(autouse=True)
@@ -27,3 +28,20 @@ def cpu_pressure():
         return
     with CpuLoad(processes=(os.cpu_count() or 1) + 1, seconds=min(float(seconds), 300.0)) as load:
         yield load
+
+
+@pytest.fixture(scope="module")
+def etcd(tmp_path_factory):
+    """A real coordination service (Debian's etcd on 127.0.0.1), one for each test file that asks for it."""
+    server = EtcdServer(tmp_path_factory.mktemp("etcd")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["file", "etcd"])
+def url(request, tmp_path):
+    """A coordination URL of each kind, empty for the test (etcd: a key prefix of its own)."""
+    if request.param == "file":
+        return f"file://{tmp_path}/coordination"
+    server = request.getfixturevalue("etcd")
+    return f"{server.url}/{request.node.name.replace('[', '-').replace(']', '')}"

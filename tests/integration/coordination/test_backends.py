@@ -42,22 +42,6 @@ def runs(url):
     return holder(f"a {url}"), holder(f"b {url}")
 
 
-@pytest.fixture(scope="module")
-def etcd(tmp_path_factory):
-    server = EtcdServer(tmp_path_factory.mktemp("etcd")).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(params=["file", "etcd"])
-def url(request, tmp_path):
-    """A coordination URL of each kind, empty for the test (etcd: a key prefix of its own)."""
-    if request.param == "file":
-        return f"file://{tmp_path}/coordination"
-    server = request.getfixturevalue("etcd")
-    return f"{server.url}/{request.node.name.replace('[', '-').replace(']', '')}"
-
-
 def grant(backend, here, ttl=TTL):
     lease = be.lease_id_of(here["run"])
     assert backend.grant(lease, ttl, here) is True

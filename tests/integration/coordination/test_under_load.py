@@ -18,7 +18,6 @@ from ogc_testlib import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "helpers"))
 from cpu_load import CpuLoad  # noqa: E402  pylint: disable=wrong-import-position
-from etcd_server import EtcdServer  # noqa: E402  pylint: disable=wrong-import-position
 
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import (  # noqa: E402
     backend as be, identity as ident, keeper, slots)  # pylint: disable=wrong-import-position
@@ -27,20 +26,6 @@ pytestmark = pytest.mark.integration
 
 TTL = be.MIN_TTL  # the least TTL the project takes: its first renewal is due 1.7 s after the grant
 SLOW_START = 4.0  # seconds the keeper's start takes here: past the TTL's first third, and its second
-
-
-@pytest.fixture(scope="module")
-def etcd(tmp_path_factory):
-    server = EtcdServer(tmp_path_factory.mktemp("etcd"), lifetime=600).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(params=["file", "etcd"])
-def url(request, tmp_path):
-    if request.param == "file":
-        return f"file://{tmp_path}/coordination"
-    return f"{request.getfixturevalue('etcd').url}/load-{request.node.name.split('[')[0][-20:]}-{os.getpid()}"
 
 
 @pytest.fixture
