@@ -322,7 +322,8 @@ def run(tmp_path_factory, bmc, etcd):
         shutil.copytree(base / part, snapshot / part, symlinks=True)
 
     # The advice of every refusal, followed as the operator would (ADVICE), then one run of the play over those hosts
-    # - and a further run over every host, which must change nothing and run no tool: each host converged.
+    # - and a further run over the hosts the advice left unlike the demo's seed host (AFTER_ADVICE_UNLIKE_SEED), which
+    # must change nothing and run no tool.
     advised, reboots_before = {}, {}
     for name in sorted(set(failures) | set(second["failures"])):
         if name == "initramfs-fails":
@@ -343,7 +344,8 @@ def run(tmp_path_factory, bmc, etcd):
     original = {new: old for old, new in advised.items()}
     calls_before = {name: calls_at(base, original.get(name, name)) for name in hosts}
     further = {}
-    _, further["report"], further["failures"] = play()
+    assert set(AFTER_ADVICE_UNLIKE_SEED) <= set(advised.values()) | {"initramfs-fails"}, AFTER_ADVICE_UNLIKE_SEED
+    _, further["report"], further["failures"] = play("--limit", ",".join(AFTER_ADVICE_UNLIKE_SEED))
     yield {"base": snapshot, "live": base, "failures": failures, "stats": report["stats"], "originals": originals,
            "proc": proc,
            "changed_tasks": report["changed_tasks"], "second": second, "after_first": after_first,
@@ -456,6 +458,15 @@ ADVICE = {
     "bad-timeout": lambda c: c.unset("passthrough_host_tool_timeout"),
 }
 STATE = "var/lib/open-gpu-cloud/passthrough_host.json"
+# After its advice most hosts are the seed V100 host with the demo's settings (its firmware or GRUB file put right, a
+# variable set as the demo sets it, a name that is a file name): that such a host changes nothing on a further run is
+# what the end-to-end test's second site.yml run proves on the seed host itself. These hosts are left configured
+# otherwise (another GRUB variable, state file or policy, no GPU expected, their own reboot, a coordination service,
+# a tool that failed once), so the further run covers them. A further run over every host cost a quarter of this
+# file's CPU (bench/README.md, "Test command, stage by stage").
+AFTER_ADVICE_UNLIKE_SEED = ("no-variable", "state-symlink", "forced", "none-selected", "reboot-no-effect",
+                            "initramfs-fails", "bootcfg-fails", "coordination-credentials", "stale-output",
+                            "systemd-boot", "relative-path")
 
 
 def safe_name(name):
@@ -830,17 +841,19 @@ def test_the_rollout_s_old_variable_names_are_refused_naming_the_new_ones(run):
 @pytest.mark.parametrize("name", sorted(set(ADVICE) | {"initramfs-fails"}))
 def test_following_each_refusal_s_advice_converges_the_host(run, name):
     """The refusal's advice, followed (ADVICE), then the play again: the host converges - no failure, at most the one
-    reboot its configuration needs, nothing pending, its lock given back - and a further run changes nothing and runs
-    no tool (so each tool ran after the last change of its inputs)."""
+    reboot its configuration needs, nothing pending, its lock given back - and, for a host the advice left unlike the
+    seed host (AFTER_ADVICE_UNLIKE_SEED), a further run changes nothing and runs no tool (so each tool ran after the
+    last change of its inputs)."""
     host = run["advised"].get(name, name)
     assert name in run["failures"] or name in run["second"]["failures"], f"{name} was never refused"
     assert host not in run["advice"]["failures"], run["advice"]["failures"].get(host)
     root = root_path(run["live"], name)
     if name in run["reboots_before"]:
         assert simulated_reboots(root) - run["reboots_before"][host] <= 1
-    assert host not in run["further"]["failures"], run["further"]["failures"].get(host)
-    assert run["further"]["report"]["stats"][host]["changed"] == 0, run["further"]["report"]["changed_tasks"].get(host)
-    assert calls_at(run["live"], name) == run["calls_before"][host]
+    if host in AFTER_ADVICE_UNLIKE_SEED:
+        assert host not in run["further"]["failures"], run["further"]["failures"].get(host)
+        assert run["further"]["report"]["stats"][host]["changed"] == 0, run["further"]["report"]["changed_tasks"].get(host)
+        assert calls_at(run["live"], name) == run["calls_before"][host]
     state_name = "passthrough_host-own.json" if name == "state-symlink" else "passthrough_host.json"
     state = root / "var/lib/open-gpu-cloud" / state_name
     if state.exists():

@@ -50,23 +50,23 @@ def finish(proc, log):
         return proc.returncode, handle.read()
 
 
-def test_batch_two_of_six_reboots_at_most_two_at_a_time(tmp_path):
-    inventory = fleet.build(6, str(tmp_path), batch=2, hold=3)
+def test_batch_two_of_five_reboots_at_most_two_at_a_time(tmp_path):
+    inventory = fleet.build(5, str(tmp_path), batch=2, hold=3)
     rc, out = run(inventory)
     assert rc == 0, out[-5000:]
-    assert "wave 1: gpu-001; wave 2: gpu-002, gpu-003; wave 3: gpu-004, gpu-005; wave 4: gpu-006." in out
+    assert "wave 1: gpu-001; wave 2: gpu-002, gpu-003; wave 3: gpu-004, gpu-005." in out
     done = reboots(str(tmp_path))
-    assert sorted(r["name"] for r in done) == [f"gpu-{i:03d}" for i in range(1, 7)]
+    assert sorted(r["name"] for r in done) == [f"gpu-{i:03d}" for i in range(1, 6)]
     assert all(r["rc"] == 0 for r in done)
     at = {r["name"]: r for r in done}
     # Never more than two at once, and two did run at once (the batch is used, not one by one).
     assert most_at_once(done) == 2
     # The canary finished before any other host began; each wave began after the one before had ended.
-    waves = [["gpu-001"], ["gpu-002", "gpu-003"], ["gpu-004", "gpu-005"], ["gpu-006"]]
+    waves = [["gpu-001"], ["gpu-002", "gpu-003"], ["gpu-004", "gpu-005"]]
     for before, after in zip(waves, waves[1:]):
         assert max(at[h]["end"] for h in before) < min(at[h]["start"] for h in after), (before, after)
     # Every rebooted host verified.
-    assert out.count("ready; ") >= 6
+    assert out.count("ready; ") >= 5
 
 
 def test_failing_canary_stops_the_rollout(tmp_path):
@@ -94,19 +94,21 @@ def test_failing_canary_stops_the_rollout(tmp_path):
 
 def test_two_slices_at_once_stay_within_the_fleet_s_batch(tmp_path):
     directory = str(tmp_path)
-    parts = [["gpu-001", "gpu-002", "gpu-003"], ["gpu-004", "gpu-005", "gpu-006"]]
-    inventories = sliced(directory, 6, parts, batch=2, hold=3)
+    # A batch of one: each slice alone would reboot one host at a time, the two side by side two at once. (That
+    # slices side by side do use a batch of two together: test_fleet_slices.py.)
+    parts = [["gpu-001", "gpu-002"], ["gpu-003", "gpu-004"]]
+    inventories = sliced(directory, 4, parts, batch=1, hold=3)
     logs = [os.path.join(directory, f"slice-{n}.log") for n in (1, 2)]
     procs = [start(inventory, log) for inventory, log in zip(inventories, logs)]
     outs = [finish(proc, log) for proc, log in zip(procs, logs)]
     for rc, out in outs:
         assert rc == 0, out[-5000:]
     done = reboots(directory)
-    # Each host rebooted once, and verified; each slice alone would have let 1 + 1 canaries, then 2 + 2 run at once.
-    assert sorted(r["name"] for r in done) == [f"gpu-{i:03d}" for i in range(1, 7)]
+    # Each host rebooted once, and verified; never two at once.
+    assert sorted(r["name"] for r in done) == [f"gpu-{i:03d}" for i in range(1, 5)]
     assert all(r["rc"] == 0 for r in done)
-    assert most_at_once(done) <= 2
-    assert all(out.count("ready; ") >= 3 for _rc, out in outs)
+    assert most_at_once(done) == 1
+    assert all(out.count("ready; ") >= 2 for _rc, out in outs)
     # All given back: no slot, and no lease (each run's keeper revoked it as the run ended).
     leftover = sorted(os.listdir(os.path.join(directory, "state", "coordination")))
     assert leftover == [".lock"], leftover
