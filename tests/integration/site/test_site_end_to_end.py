@@ -35,6 +35,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -584,6 +585,58 @@ def test_a_pool_cloud_moves_to_placement_with_a_gpu_server_running(demo):
     rc, out = demo.site("otu-return-again", playbook="playbooks/return_gpus.yml")
     assert rc == 0 and recap(out)["localhost"]["changed"] == 0, out[-6000:]
     assert "Nothing waits to be returned" in " ".join(out.split()), out[-4000:]
+
+    # 6. The host is removed as docs/operator-guide.md, "Removing a GPU host", says. Refused while servers are on it,
+    # each named, with nothing stopped or written; with them gone and its nova-compute stopped (kolla-ansible stop in
+    # a deployment; in the demo, genconfig mode, the test cloud's compute process), its service, its providers, the
+    # project's block in its Nova override and its plan go. A second run finds nothing left and changes nothing.
+    remove = dict(move.vars(), remove_host="seed-v100")
+    override = move.kolla / "config" / "nova" / "seed-v100" / "nova.conf"
+    assert "open-gpu-cloud nova_pci_config: managed block" in override.read_text()
+    on_host = [s for s in conn.compute.servers(all_projects=True, compute_host="seed-v100")]
+    assert on_host
+    rc, out = demo.site("remove-check", "-e", json.dumps(remove), "--check", "--diff", playbook="playbooks/remove_host.yml")
+    said = " ".join(out.split())
+    assert rc != 0 and f"seed-v100: {len(on_host)} server" in said and \
+        all(f"{s.name} ({s.id}, ACTIVE, project" in said for s in on_host), said[-4000:]
+    assert "Nothing was changed" in said and (move.plans / "seed-v100.json").is_file()
+    for server in on_host:
+        conn.compute.delete_server(server.id)
+    for server in on_host:
+        conn.compute.wait_for_delete(server, wait=180)
+    stop_compute(demo.dir / "cloud")
+    rc, out = demo.site("remove", "-e", json.dumps(remove), "--diff", playbook="playbooks/remove_host.yml")
+    said = " ".join(out.split())
+    assert rc == 0, said[-6000:]
+    assert "seed-v100: its service" in said and "were deleted" in said and "out of gpu_hosts" in said, said[-4000:]
+    assert not list(conn.compute.services(host="seed-v100", binary="nova-compute"))
+    assert not [p.name for p in conn.placement.resource_providers() if p.name.startswith("seed-v100")]
+    assert not override.exists() and not override.parent.exists()  # only the project's block was in it
+    assert not (move.plans / "seed-v100.json").exists()
+    rc, out = demo.site("remove-again", "-e", json.dumps(remove), "--diff", playbook="playbooks/remove_host.yml")
+    assert rc == 0 and recap(out)["localhost"]["changed"] == 0, out[-6000:]
+    assert "Nova and Placement had nothing of it left" in " ".join(out.split()), out[-4000:]
+
+
+def stop_compute(cloud_dir):
+    """Stop the test cloud's nova-compute alone (its supervisor stops it and everything it started), as
+    kolla-ansible stop stops a removed host's containers."""
+    with open(cloud_dir / "state.json", encoding="utf-8") as handle:
+        pid = json.load(handle)["pids"]["compute"]
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.time() + 60
+    while running(pid) and time.time() < deadline:
+        time.sleep(0.5)
+    assert not running(pid), f"the test cloud's nova-compute (supervisor {pid}) did not stop"
+
+
+def running(pid):
+    """True while PID is a live process (not gone, not a zombie nobody reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def provider_state(conn, provider_id):
