@@ -51,13 +51,7 @@ EXAMPLES = r"""
   open_gpu_cloud.toolkit.os_compute_remove:
     cloud: ogc-admin
     host: gpu-node-7
-    expect_down:
-    description:
-      - Whether a service Nova still reports up refuses the removal (its nova-compute would register again). C(false)
-        for a look before the host's services are stopped, in check mode.
-    type: bool
-    default: true
-  down_timeout: 120
+    down_timeout: 120
 """
 
 RETURN = r"""
