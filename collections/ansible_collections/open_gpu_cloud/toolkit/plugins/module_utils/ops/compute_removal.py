@@ -26,6 +26,7 @@ from __future__ import annotations
 import time
 
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.protocol import Action, Plan
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.nova.placement_api import placement_get
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.ops import compute_drain
 
 PLACEMENT_MICROVERSION = "1.14"  # in_tree and parent_provider_uuid
@@ -125,14 +126,8 @@ def diff_sides(host, binary, service, providers):
 # --------------------------------------------------------------------------- API
 
 def _placement_get(cm, path):
-    response = cm.call("reading placement", path, cm.conn.placement.get, path, microversion=PLACEMENT_MICROVERSION,
-                       raise_exc=False)
-    if response.status_code == 404:
-        return None
-    if response.status_code >= 400:
-        cm.fail(f"reading placement {path} failed: HTTP {response.status_code}: {response.text[:300]}",
-                failed_item=path)
-    return response.json()
+    """One GET of Placement: the body, or None on a 404."""
+    return placement_get(cm, path, PLACEMENT_MICROVERSION, missing=None)
 
 
 def _service_view(service):

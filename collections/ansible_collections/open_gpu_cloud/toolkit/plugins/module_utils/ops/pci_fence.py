@@ -40,6 +40,7 @@ import time
 
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import address as pci_address
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.protocol import Action, Plan
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.nova.placement_api import placement_get
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.ops.pci_return import (
     CONCURRENT_UPDATE, CONFLICT_PAUSE, MAX_CONFLICT_RETRIES, PLACEMENT_MICROVERSION, inventory_with_reserved)
 
@@ -251,15 +252,7 @@ def prepare(params):
 
 def _get(cm, path, key=None):
     """One GET of Placement: the body (its ``key``), or None on a 404."""
-    response = cm.call("reading placement", path, cm.conn.placement.get, path, microversion=PLACEMENT_MICROVERSION,
-                       raise_exc=False)
-    if response.status_code == 404:
-        return None
-    if response.status_code >= 400:
-        cm.fail(f"reading placement {path} failed: HTTP {response.status_code}: {response.text[:300]}",
-                failed_item=path)
-    body = response.json()
-    return body[key] if key else body
+    return placement_get(cm, path, PLACEMENT_MICROVERSION, key, missing=None)
 
 
 def read_device(cm, device):

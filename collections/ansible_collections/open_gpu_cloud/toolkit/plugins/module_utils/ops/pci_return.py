@@ -23,6 +23,7 @@ import time
 
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import address as pci_address
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.protocol import Action, Plan
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.nova.placement_api import FAIL, placement_get
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.nova.pci_inventory import ONE_TIME_USE  # the trait Nova puts on a one-time-use device
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci.reset import BLOCKED, NO_RESET, return_command
 
@@ -109,15 +110,7 @@ def prepare(params):
 
 def _get(cm, path, key=None, missing=None):
     """One GET of Placement: the body (its ``key``), or ``missing`` on a 404 when that is given."""
-    response = cm.call("reading placement", path, cm.conn.placement.get, path, microversion=PLACEMENT_MICROVERSION,
-                       raise_exc=False)
-    if response.status_code == 404 and missing is not None:
-        return missing
-    if response.status_code >= 400:
-        cm.fail(f"reading placement {path} failed: HTTP {response.status_code}: {response.text[:300]}",
-                failed_item=path)
-    body = response.json()
-    return body[key] if key else body
+    return placement_get(cm, path, PLACEMENT_MICROVERSION, key, FAIL if missing is None else missing)
 
 
 def read_device(cm, device):
