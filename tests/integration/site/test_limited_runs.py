@@ -14,9 +14,11 @@ kolla-ansible renders from the overrides is proven in tests/integration/nova/tes
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
+import subprocess
 import sys
 
 import pytest
@@ -38,8 +40,9 @@ exit 0
 """
 
 
-def fleet(tmp_path, testcloud, count):
-    """The fleet's inventory with COUNT hosts (gpu-001 seed-v100, gpu-002 consumer-rtx), state under tmp_path."""
+def fleet(tmp_path, testcloud, count, lab_alias="rtx-2080-ti"):
+    """The fleet's inventory with COUNT hosts (gpu-001 seed-v100, gpu-002 consumer-rtx), state under tmp_path; with
+    two hosts, the lab's flavor lab.gpu1 asks for one GPU of LAB_ALIAS."""
     inventory = fleet_inventory.build(count, str(tmp_path), fixtures=["seed-v100", "consumer-rtx"])
     # A controller, kolla-ansible's control group (only a name here: kolla-ansible is recorded, never run).
     hosts_file = os.path.join(inventory, "hosts.yml")
@@ -70,8 +73,8 @@ def fleet(tmp_path, testcloud, count):
         "cloud_name": "ogc-test",
         "cloud_clouds_yaml": testcloud.clouds_yaml,
         # The new model's flavor (the guide's step 4): refused unless a plan offers the alias.
-        "cloud_flavors": [{"name": "journey-rtx-2080-ti", "vcpus": 1, "ram": 256, "disk": 1,
-                                     "extra_specs": {"pci_passthrough:alias": "rtx-2080-ti:1"}}] if count > 1 else [],
+        "cloud_flavors": [{"name": "lab.gpu1", "vcpus": 1, "ram": 256, "disk": 1,
+                           "extra_specs": {"pci_passthrough:alias": f"{lab_alias}:1"}}] if count > 1 else [],
     }
     with open(os.path.join(inventory, "group_vars", "all", "zz-control.yml"), "w", encoding="utf-8") as handle:
         handle.write("---\n# The control host's phases: kolla-ansible recorded, the test cloud\n")
@@ -149,7 +152,7 @@ def test_adding_a_gpu_host_with_a_limit(tmp_path, testcloud):
     assert "kolla-ansible on ctl-1, gpu-002" in said
     report = (state / "report" / "fleet.md").read_text()
     assert "gpu-001" in report and "gpu-002" in report
-    flavor = testcloud.connect().compute.find_flavor("journey-rtx-2080-ti", ignore_missing=False)
+    flavor = testcloud.connect().compute.find_flavor("lab.gpu1", ignore_missing=False)
     assert flavor.extra_specs == {"pci_passthrough:alias": "rtx-2080-ti:1"}
 
     # The same command again changes nothing, anywhere.
@@ -158,3 +161,94 @@ def test_adding_a_gpu_host_with_a_limit(tmp_path, testcloud):
     assert rc == 0, out
     assert all(counts["changed"] == 0 for counts in recap(out).values()), out
     assert len(kolla_calls(tmp_path)) == calls and reboots(tmp_path) == ["gpu-001", "gpu-002"]
+
+    replacing_the_gpus_by_another_model(tmp_path, testcloud, inventory, first_host)
+
+
+# The lab's new cards: NVIDIA RTX A4000 (GA104GL, 10de:24b0) with its HD audio function (10de:228b), in the slots of
+# the two RTX 2080 Ti (which had four functions each: no USB functions on the A4000).
+A4000 = {"10de:1e07": "10de:24b0", "10de:10f7": "10de:228b"}
+
+
+def swap_the_cards(tmp_path, inventory):
+    """The operator's hands: gpu-002's RTX 2080 Ti cards out, RTX A4000 cards in, and the host powered on. The sandbox
+    boots with a fixture of the new hardware (its host configuration under the root kept); the reboot stand-in of the
+    later runs boots that hardware too (the host's own demo_reboot_standin, in host_vars)."""
+    with open(os.path.join(ROOT, "fixtures", "hosts", "consumer-rtx.yml"), encoding="utf-8") as handle:
+        fixture = yaml.safe_load(handle)
+    devices = []
+    for device in fixture["devices"]:
+        if device["id"] in ("10de:1ad6", "10de:1ad7"):
+            continue
+        devices.append(dict(device, id=A4000.get(device["id"], device["id"])))
+    fixture.update(description="The consumer-card host after its two RTX 2080 Ti were replaced by two RTX A4000",
+                   devices=devices)
+    path = tmp_path / "consumer-a4000.yml"
+    path.write_text(yaml.safe_dump(fixture, sort_keys=False))
+    standin = ["env", "PYTHONPATH={{ ogc_repo_dir }}/collections", "{{ ansible_playbook_python }}",
+               "{{ ogc_repo_dir }}/tests/standins/simulate_reboot.py", str(path), "{{ passthrough_host_root }}"]
+    os.makedirs(os.path.join(inventory, "host_vars"), exist_ok=True)
+    with open(os.path.join(inventory, "host_vars", "gpu-002.yml"), "w", encoding="utf-8") as handle:
+        handle.write("---\n# Its cards were replaced: the reboot stand-in boots the new hardware\n")
+        yaml.safe_dump({"demo_reboot_standin": standin}, handle)
+    root = tmp_path / "state" / "hosts" / "gpu-002"
+    subprocess.run([sys.executable, os.path.join(ROOT, "tests", "standins", "simulate_reboot.py"), str(path),
+                    str(root)], check=True, env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "collections")),
+                   timeout=120)
+
+
+def replacing_the_gpus_by_another_model(tmp_path, testcloud, inventory, first_host):
+    """docs/operator-guide.md, "Replacing a GPU by another model", its commands in order, on the fleet above."""
+    state = tmp_path / "state"
+    custom = state / "kolla" / "config"
+    swap_the_cards(tmp_path, inventory)
+    command = ["--limit", "gpu-002,localhost"]
+
+    # Step 2: --check --diff shows what changes and refuses the flavor that asks for the model gone, naming the host
+    # that had it; nothing is written.
+    before = digest(str(tmp_path))
+    rc, out = site(inventory, *command, "--check", "--diff")
+    said = words(out)
+    assert rc != 0, out
+    assert ("flavors[0] (lab.gpu1): extra spec pci_passthrough:alias asks for PCI alias 'rtx-2080-ti', which no GPU "
+            "host provides any more: host gpu-002 offered it before their GPUs were replaced by another model "
+            "(aliases in the passthrough plans now: rtx-a4000, tesla-v100)") in said, said
+    assert "vfio-pci.ids=10de:228b,10de:24b0" in said and "Traceback" not in out
+    assert digest(str(tmp_path)) == before, "a check run wrote something"
+
+    # Step 3: the flavor asks for the new model; step 4: the run, as the guide gives it.
+    inventory = fleet(tmp_path, testcloud, 2, lab_alias="rtx-a4000")
+    calls = len(kolla_calls(tmp_path))
+    rc, out = site(inventory, *command)
+    assert rc == 0, out
+    said = words(out)
+    # The host: rebooted once for its new vfio-pci.ids, its cards on vfio-pci; its plan offers the new alias and keeps
+    # the old one as retired.
+    assert reboots(tmp_path) == ["gpu-001", "gpu-002", "gpu-002"]
+    plan = json.loads((state / "plans" / "gpu-002.json").read_text())
+    assert [alias["name"] for alias in plan["plan"]["aliases"]] == ["rtx-a4000"]
+    assert plan["retired_aliases"] == ["rtx-2080-ti"]
+    # Nova: the host's device_spec names the new cards, the fleet's aliases the new model and not the old one.
+    own = (custom / "nova" / "gpu-002" / "nova.conf").read_text()
+    assert '"product_id": "24b0"' in own and '"product_id": "1e07"' not in own
+    assert '"resource_class": "CUSTOM_GPU_RTX_A4000"' in own and "CUSTOM_GPU_RTX_2080_TI" not in own
+    global_conf = (custom / "nova.conf").read_text()
+    assert '"name": "rtx-a4000"' in global_conf and '"name": "rtx-2080-ti"' not in global_conf
+    assert '"name": "tesla-v100"' in global_conf
+    assert kolla_calls(tmp_path)[calls:] and kolla_calls(tmp_path)[-1].split()[-2:] == ["--limit", "ctl-1,gpu-002"]
+    # The flavor follows; the first host is left alone.
+    flavor = testcloud.connect().compute.find_flavor("lab.gpu1", ignore_missing=False)
+    assert flavor.extra_specs == {"pci_passthrough:alias": "rtx-a4000:1"}
+    assert first_host == {"root": digest(str(state / "hosts" / "gpu-001")),
+                          "plan": (state / "plans" / "gpu-001.json").read_bytes(),
+                          "nova": (custom / "nova" / "gpu-001" / "nova.conf").read_bytes()}
+    # What the operator sees: the summary names the host, the report its new model.
+    assert "GPU hosts: 1 (gpu-002)" in said
+    assert "RTX A4000" in (state / "report" / "fleet.md").read_text()
+
+    # Step 5: the same command again changes nothing.
+    calls = len(kolla_calls(tmp_path))
+    rc, out = site(inventory, *command)
+    assert rc == 0, out
+    assert all(counts["changed"] == 0 for counts in recap(out).values()), out
+    assert len(kolla_calls(tmp_path)) == calls and reboots(tmp_path) == ["gpu-001", "gpu-002", "gpu-002"]

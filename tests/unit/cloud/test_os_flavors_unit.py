@@ -81,6 +81,34 @@ def test_unknown_alias_is_rejected_naming_the_known_ones():
     assert "'a100', which no GPU host provides (aliases in the passthrough plans: t4, tesla-v100)" in errors[0]
 
 
+def test_an_alias_no_host_offers_any_more_is_refused_naming_the_hosts_that_had_it():
+    spec = {"pci_passthrough:alias": "tesla-t4:1"}
+    retired = {"tesla-t4": ["gpu-002", "gpu-005"], "tesla-v100": ["gpu-009"]}
+    errors = cloud_flavors.validate([declared(extra_specs=spec)], ["a100-pcie-40gb", "l4"], retired)
+    assert errors == [
+        "flavors[0] (gpu_tiny): extra spec pci_passthrough:alias asks for PCI alias 'tesla-t4', which no GPU host "
+        "provides any more: hosts gpu-002, gpu-005 offered it before their GPUs were replaced by another model "
+        "(aliases in the passthrough plans now: a100-pcie-40gb, l4); ask for one of those in the flavor, or remove "
+        "the flavor from cloud_flavors (servers already running keep their flavor)"]
+    one = cloud_flavors.validate([declared(extra_specs=spec)], ["l4"], {"tesla-t4": ["gpu-002"]})[0]
+    assert "no GPU host provides any more: host gpu-002 offered it" in one
+    # An alias some host still offers is fine, whatever other hosts retired.
+    assert cloud_flavors.validate([declared()], ["tesla-v100"], retired) == []
+    # An alias no host ever offered keeps the plain message.
+    other = cloud_flavors.validate([declared(extra_specs={"pci_passthrough:alias": "h100:1"})], ["l4"], retired)[0]
+    assert "'h100', which no GPU host provides (aliases in the passthrough plans: l4)" in other
+
+
+@pytest.mark.parametrize("value", [["tesla-t4"], {"tesla-t4": "gpu-002"}, {"tesla-t4": []}, {"tesla-t4": [1]},
+                                   {"tesla-t4": [""]}])
+def test_retired_aliases_of_the_wrong_shape_are_refused_not_coerced(value):
+    problem = cloud_flavors.retired_aliases_problem(value)
+    assert problem and "retired_aliases" in problem
+    declared_flavors, failure = cloud_flavors.prepare(dict(flavors=[dict(ARGS["flavors"][0])], known_aliases=["l4"],
+                                                           retired_aliases=value))
+    assert declared_flavors is None and failure["msg"].startswith("invalid flavor options, nothing was written: ")
+
+
 def test_empty_known_aliases_rejects_gpu_flavors_and_none_skips_the_check():
     assert "aliases in the passthrough plans: none" in cloud_flavors.validate([declared()], [])[0]
     assert cloud_flavors.validate([declared()], None) == []
@@ -246,6 +274,14 @@ def test_malformed_spec_fails_before_connecting(os_flavors, conn, run_module):
 def test_unknown_alias_fails_before_connecting(os_flavors, conn, run_module):
     result = run_module(os_flavors, dict(ARGS, known_aliases=["rtx-2080"]))
     assert result["failed"] is True and "'tesla-v100', which no GPU host provides" in result["msg"]
+    conn.connect_mock.assert_not_called()
+
+
+def test_retired_alias_fails_before_connecting_naming_the_host(os_flavors, conn, run_module):
+    result = run_module(os_flavors, dict(ARGS, known_aliases=["a100-pcie-40gb"],
+                                         retired_aliases={"tesla-v100": ["gpu-001"]}))
+    assert result["failed"] is True
+    assert "'tesla-v100', which no GPU host provides any more: host gpu-001 offered it" in result["msg"]
     conn.connect_mock.assert_not_called()
 
 

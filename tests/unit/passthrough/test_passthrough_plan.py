@@ -534,7 +534,8 @@ def test_filter_module_exposes_the_filters(planner):
                                                      "passthrough_verify", "passthrough_plan_load", "passthrough_fleet_plan_load",
                                                      "passthrough_fleet", "passthrough_plan_file_host",
                                                      "passthrough_plan_record", "passthrough_policy_fingerprint",
-                                                     "passthrough_retired_vars_errors", "passthrough_plans_only"}
+                                                     "passthrough_retired_vars_errors", "passthrough_plans_only",
+                                                     "passthrough_retired_alias_hosts"}
 
 
 def test_softdeps_use_the_module_name_from_sysfs_not_the_driver_name(planner, host_facts):

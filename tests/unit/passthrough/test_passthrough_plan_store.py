@@ -325,3 +325,67 @@ def test_the_lookup_through_ansible_s_plugin_loader(tmp_path, planner, host_fact
     assert loaded["sources"] == {"seed-v100": "file"} and loaded["missing"] == {"gone": f"{tmp_path}/gone.json"}
     assert list(loaded["others"]) == ["retired"]
     assert "no plan file" in loaded["refused"] and f"{tmp_path}/gone.json" in loaded["refused"]
+
+
+# --------------------------------------------------------------------------- aliases a replaced card leaves behind
+
+def _plan_of(*aliases):
+    return {"host": "gpu-002", "aliases": [{"name": name, "product_id": "0000"} for name in aliases]}
+
+
+def _file_of(plan, retired=None):
+    record = store.plan_record(plan, {}, {})
+    if retired:
+        record["retired_aliases"] = retired
+    return json.dumps(record, indent=4, sort_keys=True) + "\n"
+
+
+def test_a_card_replaced_by_another_model_leaves_its_alias_retired_in_the_record():
+    before = _file_of(_plan_of("a100-pcie-40gb", "tesla-t4"))
+    record = store.plan_record(_plan_of("a100-pcie-40gb", "l4"), {}, {}, previous=before)
+    assert record["retired_aliases"] == ["tesla-t4"]
+    # The next plan keeps what the file had retired: the record, and so the file, does not change again.
+    again = store.plan_record(_plan_of("a100-pcie-40gb", "l4"), {}, {}, previous=_file_of(_plan_of(
+        "a100-pcie-40gb", "l4"), ["tesla-t4"]))
+    assert again == record
+    # The model put back is offered again, not retired.
+    back = store.plan_record(_plan_of("a100-pcie-40gb", "tesla-t4"), {}, {},
+                             previous=_file_of(_plan_of("a100-pcie-40gb", "l4"), ["tesla-t4"]))
+    assert back["retired_aliases"] == ["l4"]
+    # No file, an unreadable one, or a plan that keeps every alias: no key at all (the record is as before).
+    for previous in (None, "", "{not json", "[]", json.dumps({"plan": "x"}), before):
+        plain = store.plan_record(_plan_of("a100-pcie-40gb", "tesla-t4"), {}, {}, previous=previous)
+        assert "retired_aliases" not in plain
+    # The file's parsed content (a lookup that parsed the JSON) reads the same as its text.
+    assert store.retired_aliases(_plan_of("l4"), json.loads(before)) == ["a100-pcie-40gb", "tesla-t4"]
+
+
+def test_the_loader_hands_on_the_retired_aliases_and_the_fleet_names_their_hosts():
+    text = _file_of(_plan_of("l4"), ["tesla-t4"])
+    loaded = store.plan_load(text, "/plans", "gpu-002", {})
+    assert loaded["retired_aliases"] == ["tesla-t4"]
+    assert "retired_aliases" not in store.plan_load(_file_of(_plan_of("l4")), "/plans", "gpu-002", {})
+    fleet = {"gpu-002": loaded,
+             "gpu-005": {"facts": {}, "plan": _plan_of("l4"), "retired_aliases": ["tesla-t4", "tesla-v100"]},
+             "gpu-001": {"facts": {}, "plan": _plan_of("tesla-v100")}}
+    # tesla-v100 is still offered by gpu-001: not retired for the fleet.
+    assert store.retired_alias_hosts(fleet) == {"tesla-t4": ["gpu-002", "gpu-005"]}
+    with pytest.raises(store.PlanError, match="host gpu-005: retired_aliases 'tesla-t4' is not a list"):
+        store.retired_alias_hosts({"gpu-005": {"facts": {}, "plan": _plan_of("l4"), "retired_aliases": "tesla-t4"}})
+
+
+_NAMES = st.lists(st.sampled_from(["a100", "l4", "t4", "v100", "h100"]), unique=True, max_size=4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(history=st.lists(_NAMES, min_size=1, max_size=6))
+def test_retired_aliases_are_every_alias_ever_offered_less_those_offered_now(history):
+    """Whatever models a host's slots held one plan after another, its record's retired aliases are exactly the
+    aliases some earlier plan offered and the current one does not; writing the same plan again changes nothing."""
+    previous = None
+    for aliases in history:
+        record = store.plan_record(_plan_of(*aliases), {}, {}, previous=previous)
+        previous = json.dumps(record, indent=4, sort_keys=True) + "\n"
+    ever = {name for aliases in history[:-1] for name in aliases}
+    assert record.get("retired_aliases", []) == sorted(ever - set(history[-1]))
+    assert store.plan_record(_plan_of(*history[-1]), {}, {}, previous=previous) == record

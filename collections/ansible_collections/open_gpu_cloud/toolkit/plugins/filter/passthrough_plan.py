@@ -48,6 +48,7 @@ plan_file = _adapter(store.plan_file)
 plan_load = _adapter(store.plan_load)
 fleet_plan_load = _adapter(store.fleet_plan_load)
 plans_only = _adapter(store.plans_only)
+retired_alias_hosts = _adapter(store.retired_alias_hosts)
 fleet = _adapter(store.fleet)
 plan_file_host = store.plan_file_host
 
@@ -78,6 +79,7 @@ class FilterModule:
             "passthrough_plan_load": plan_load,
             "passthrough_fleet_plan_load": fleet_plan_load,
             "passthrough_plans_only": plans_only,
+            "passthrough_retired_alias_hosts": retired_alias_hosts,
             "passthrough_fleet": fleet,
             "passthrough_plan_file_host": plan_file_host,
             "passthrough_plan_record": plan_record,

@@ -171,6 +171,13 @@ options:
           flavor. Omit it to skip the check.
         type: list
         elements: str
+      retired_aliases:
+        description:
+        - Aliases no GPU host provides any more, each with the hosts whose plans offered it before their GPUs were
+          replaced by another model (the playbook passes C(passthrough_retired_alias_hosts) of the loaded plans). A
+          flavor asking for one is refused naming those hosts. Used with I(known_aliases).
+        type: dict
+        default: {}
       prune:
         description:
         - Delete existing flavors that are not declared and whose name matches I(prune_patterns). Flavors

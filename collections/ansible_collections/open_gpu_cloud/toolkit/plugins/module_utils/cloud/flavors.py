@@ -45,6 +45,7 @@ FLAVOR_OPTIONS = dict(
 ARGUMENT_SPEC = dict(
     flavors=dict(type="list", elements="dict", required=True, options=FLAVOR_OPTIONS),
     known_aliases=dict(type="list", elements="str"),
+    retired_aliases=dict(type="dict", default={}),
     prune=dict(type="bool", default=False),
     prune_patterns=dict(type="list", elements="str", default=["*"]),
     purge_extra_specs=dict(type="bool", default=True),
@@ -84,9 +85,15 @@ def normalise(flavor):
     return out
 
 
-def validate(flavors, known_aliases):
-    """Every problem in the declared list, in words (empty when it is fine). Makes no API call."""
+def validate(flavors, known_aliases, retired_aliases=None):
+    """Every problem in the declared list, in words (empty when it is fine). Makes no API call.
+
+    :param known_aliases: the aliases GPU hosts provide (None: not checked).
+    :param retired_aliases: ``{alias: [hosts]}``, aliases no host provides any more and the hosts whose plans
+        offered them (``passthrough_retired_alias_hosts``): a flavor asking for one is refused naming those hosts.
+    """
     errors = []
+    retired_aliases = retired_aliases or {}
     seen = {}
     for index, flavor in enumerate(flavors):
         name = flavor.get("name") or ""
@@ -119,14 +126,42 @@ def validate(flavors, known_aliases):
                     continue
                 if known_aliases is not None:
                     for alias, _count in aliases:
-                        if alias not in known_aliases:
+                        if alias in known_aliases:
+                            continue
+                        offered = ', '.join(sorted(known_aliases)) or 'none'
+                        hosts = retired_aliases.get(alias)
+                        if hosts:
                             errors.append(
                                 f"{label}: extra spec {key} asks for PCI alias '{alias}', which no GPU host provides "
-                                f"(aliases in the passthrough plans: {', '.join(sorted(known_aliases)) or 'none'}); "
+                                f"any more: {_hosts_words(hosts)} offered it before their GPUs were replaced by "
+                                f"another model (aliases in the passthrough plans now: {offered}); ask for one of "
+                                "those in the flavor, or remove the flavor from cloud_flavors (servers already "
+                                "running keep their flavor)")
+                        else:
+                            errors.append(
+                                f"{label}: extra spec {key} asks for PCI alias '{alias}', which no GPU host provides "
+                                f"(aliases in the passthrough plans: {offered}); "
                                 "fix the flavor or the hosts' alias policy")
             elif key in BOOL_SPECS and text.lower() not in BOOL_WORDS:
                 errors.append(f"{label}: extra spec {key}='{text}' must be true or false")
     return errors
+
+
+def _hosts_words(hosts):
+    """'host gpu-002' or 'hosts gpu-002, gpu-005'."""
+    return ("host " if len(hosts) == 1 else "hosts ") + ", ".join(hosts)
+
+
+def retired_aliases_problem(retired_aliases):
+    """Why ``retired_aliases`` is not ``{alias: [host, ...]}`` (the module option), or None."""
+    if not isinstance(retired_aliases, dict):
+        return f"retired_aliases must be a mapping {{alias: [hosts]}}, got {type(retired_aliases).__name__}"
+    for alias, hosts in retired_aliases.items():
+        if not isinstance(alias, str) or not isinstance(hosts, list) or not hosts or \
+                not all(isinstance(host, str) and host for host in hosts):
+            return (f"retired_aliases[{alias!r}] must be a non-empty list of host names (passthrough_retired_alias_hosts "
+                    f"of the loaded plans), got {hosts!r}")
+    return None
 
 
 # --------------------------------------------------------------------------- the difference
@@ -379,8 +414,11 @@ def prepare(params):
     """(declared flavors, problem) from the module parameters. Pure: makes no API call.
 
     problem is None, or the keyword arguments of CloudModule.fail() (msg, errors)."""
+    problem = retired_aliases_problem(params.get("retired_aliases") or {})
+    if problem:
+        return None, dict(msg=f"invalid flavor options, nothing was written: {problem}", errors=[problem])
     declared = [normalise(f) for f in params["flavors"]]
-    errors = validate(declared, params["known_aliases"])
+    errors = validate(declared, params["known_aliases"], params.get("retired_aliases"))
     if errors:
         return None, dict(msg="invalid flavor declaration, nothing was written: " + "; ".join(errors), errors=errors)
     return declared, None

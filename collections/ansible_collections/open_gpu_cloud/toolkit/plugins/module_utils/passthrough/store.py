@@ -25,14 +25,81 @@ def plan_fix(host):
     return f"ansible-playbook playbooks/plan.yml -i inventory/<env> --limit {host or '<host>'}"
 
 
-def plan_record(plan, facts, policy):
+def plan_record(plan, facts, policy, previous=None):
     """What the plan role writes to ``<passthrough_plan_dir>/<host>.json``: the plan, the facts it was
-    made from, the format and the fingerprint of the policy (``passthrough_plan_load`` checks both)."""
+    made from, the format and the fingerprint of the policy (``passthrough_plan_load`` checks both), and the
+    aliases the host's earlier plans offered that this one does not (``retired_aliases``, when there are any).
+
+    :param previous: the text of the host's plan file before this plan (None when it has none): its aliases,
+        and those it had retired, that this plan no longer offers are kept as retired (see ``retired_aliases``).
+    """
     if not isinstance(plan, Mapping) or not isinstance(facts, Mapping):
         raise PlanError("passthrough_plan_record: the plan and the facts must be mappings (the "
                         "passthrough_plan filter's result and ansible_facts.pci_passthrough)")
-    return {"format": PLAN_FORMAT, "policy_fingerprint": policy_fingerprint(policy), "facts": dict(facts),
-            "plan": dict(plan)}
+    record = {"format": PLAN_FORMAT, "policy_fingerprint": policy_fingerprint(policy), "facts": dict(facts),
+              "plan": dict(plan)}
+    retired = retired_aliases(plan, previous)
+    if retired:
+        record["retired_aliases"] = retired
+    return record
+
+
+def _alias_names(plan):
+    """The alias names a plan offers (its ``aliases``: ``[{"name": ...}, ...]``); an unreadable entry offers none."""
+    aliases = plan.get("aliases") if isinstance(plan, Mapping) else None
+    if not isinstance(aliases, list):
+        return set()
+    return {alias.get("name") for alias in aliases if isinstance(alias, Mapping) and isinstance(alias.get("name"), str)}
+
+
+def retired_aliases(plan, previous):
+    """The aliases a host no longer offers, that its earlier plans did: a card replaced by another model (the
+    cloud phase names these hosts when a flavor still asks for such an alias). Sorted names: those of the previous
+    plan file, and those it had retired already, less the aliases ``plan`` offers (a model put back is offered
+    again, not retired). A previous file that is missing, unreadable or no plan record has no history to keep.
+
+    :param plan: the host's new plan (``passthrough_plan``'s result).
+    :param previous: the previous plan file's text (or its parsed content), or None.
+    """
+    if isinstance(previous, Mapping):
+        content = previous
+    elif isinstance(previous, str) and previous.strip():
+        try:
+            content = json.loads(previous)
+        except ValueError:
+            return []
+    else:
+        return []
+    if not isinstance(content, Mapping) or not isinstance(content.get("plan"), Mapping):
+        return []
+    earlier = _alias_names(content["plan"])
+    kept = content.get("retired_aliases")
+    if isinstance(kept, list):
+        earlier |= {name for name in kept if isinstance(name, str)}
+    return sorted(earlier - _alias_names(plan))
+
+
+def retired_alias_hosts(loaded):
+    """``{alias: [hosts]}``: each alias that some host's plan retired (``retired_aliases``) and no host of
+    ``loaded`` offers now, with the hosts that used to offer it (sorted). ``loaded``: the one loader's plans
+    ``{host: {"facts", "plan", "retired_aliases"?}}`` (``passthrough_plans``).
+
+    :raises PlanError: anything else than the loader's shape, naming the host.
+    """
+    plans = plans_only(loaded)
+    offered = set()
+    for plan in plans.values():
+        offered |= _alias_names(plan)
+    hosts = {}
+    for host, data in loaded.items():
+        retired = data.get("retired_aliases") or []
+        if not isinstance(retired, list) or not all(isinstance(name, str) for name in retired):
+            raise PlanError(f"passthrough_retired_alias_hosts: host {host}: retired_aliases {retired!r} is not a list "
+                            f"of alias names; write its plan file again with: {plan_fix(host)}")
+        for name in retired:
+            if name not in offered:
+                hosts.setdefault(name, []).append(host)
+    return {name: sorted(found) for name, found in sorted(hosts.items())}
 
 
 def _read_plan_file(data, path, host):
@@ -85,7 +152,8 @@ def plan_file(data, path=None, host=None):
 
 def plan_load(text, plan_dir, host, policy):
     """The one loader of stored plans: the content of ``<plan_dir>/<host>.json`` checked against the
-    host's current ``passthrough_policy``. Returns ``{"facts": ..., "plan": ...}``.
+    host's current ``passthrough_policy``. Returns ``{"facts": ..., "plan": ...}``, with ``"retired_aliases"``
+    when the record has some (``plan_record``).
 
     :param text: the file's text, or None when the file does not exist; or this run's record (the mapping
         ``plan_record`` made), checked the same way without a file.
@@ -117,7 +185,15 @@ def plan_load(text, plan_dir, host, policy):
         raise PlanError(f"passthrough_plan_load: host {host}: plan file {path} is stale: it was made with "
                         f"another passthrough_policy than the host's current one (fingerprint "
                         f"{content.get('policy_fingerprint')}, now {policy_fingerprint(policy)}); {fix}")
-    return {"facts": content["facts"], "plan": content["plan"]}
+    return _loaded(content)
+
+
+def _loaded(content):
+    """What the loader hands on of a checked plan record: its facts and plan, and its retired aliases if any."""
+    loaded = {"facts": content["facts"], "plan": content["plan"]}
+    if content.get("retired_aliases"):
+        loaded["retired_aliases"] = content["retired_aliases"]
+    return loaded
 
 
 def load_plans(hosts, host_vars, read, missing_ok=False):
@@ -229,7 +305,7 @@ def fleet_plan_load(text, path):
         raise PlanError(f"passthrough_fleet_plan_load: plan file {path}: {problem}; move the file out "
                         "of the plan directory")
     content = _checked_plan_file(text, path, host)
-    return {"facts": content["facts"], "plan": content["plan"]}
+    return _loaded(content)
 
 
 def plans_only(loaded):
