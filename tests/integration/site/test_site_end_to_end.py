@@ -415,6 +415,11 @@ class NovaPlacementMove:
         assert rc == 0, out[-6000:]
         return " ".join(nova_out.split())
 
+    def check(self):
+        """playbooks/nova.yml --check --diff with this move's settings (the release as rendered next): rc, output."""
+        return self.demo.site("release-check", "-e", json.dumps(self.vars()), "--check", "--diff",
+                              playbook="playbooks/nova.yml")
+
     def vars(self):
         return {"ogc_kolla_demo_dir": str(self.kolla), "nova_pci_config_hosts": ["seed-v100"],
                 "passthrough_plan_dir": str(self.plans),
@@ -464,8 +469,9 @@ def boot(conn, name, flavor, image):
 
 
 def test_a_pool_cloud_moves_to_placement_with_a_gpu_server_running(demo):
-    """A cloud an earlier version configured (Nova's PCI pools only) with a GPU server on it is moved to PCI in
-    Placement by re-running the phases: the computes first, then the scheduler once Placement has the devices.
+    """A Zed cloud (Nova's PCI pools only) with a GPU server on it is moved to a newer release, and so to PCI in
+    Placement, by re-running the phases: what changes is shown first, then the computes, then the scheduler once
+    Placement has the devices.
     In each mode the services run exactly the rendered settings, the declared flavor lands on the devices the plan
     selected (never on their group-mates held on vfio-pci) and the one beyond them is refused; the first server
     keeps its device and its host throughout, its allocation healed into Placement. Then one-time-use is turned on
@@ -477,8 +483,11 @@ def test_a_pool_cloud_moves_to_placement_with_a_gpu_server_running(demo):
     assert len(selected) == 4 and held_back == {"0000:28:00.0", "0000:c4:00.0"}
     move = NovaPlacementMove(demo, "kolla-move")
 
-    # 1. Pools only, as an earlier version rendered it.
-    move.render("pool", nova_pci_config_placement=False)
+    # 1. Pools only, as a Zed cloud has it (Zed cannot schedule PCI devices in Placement); the services run Nova 33
+    # with those files, as the cloud after kolla-ansible's own upgrade, before this project is told of the release.
+    out = move.render("pool", nova_pci_config_openstack_release="zed")
+    assert "Nova zed cannot schedule PCI devices in Placement (2023.1 and later can): the GPUs are configured for " \
+        "Nova''s PCI pools only." in out, out[-4000:]  # the YAML callback doubles the quote
     move.start_cloud()
     compute, scheduler = move.assert_services_run_the_rendered_settings()
     assert compute["pci.report_in_placement"] is False and scheduler["filter_scheduler.pci_in_placement"] is False
@@ -503,7 +512,15 @@ def test_a_pool_cloud_moves_to_placement_with_a_gpu_server_running(demo):
     for server in pool_servers[1:] + [beyond]:
         conn.compute.wait_for_delete(server, wait=120)
 
-    # 2. This version, first run: the computes report to Placement; the scheduler waits for the devices there.
+    # 2. The release moves on, as docs/operator-guide.md, "Moving to a newer OpenStack release", says: what changes is
+    # shown first (--check --diff, nothing written), then the first run: the computes report to Placement, the
+    # scheduler waits for the devices there.
+    written = {path: path.read_bytes() for path in sorted(move.kolla.rglob("*")) if path.is_file()}
+    rc, out = move.check()
+    said = " ".join(out.split())
+    assert rc == 0 and "+report_in_placement = true" in said and '"resource_class": "CUSTOM_GPU_TESLA_V100"' in said, \
+        said[-6000:]
+    assert {path: path.read_bytes() for path in sorted(move.kolla.rglob("*")) if path.is_file()} == written
     out = move.render("report")
     assert "the scheduler keeps Nova's PCI pools until Placement has every GPU host's devices, and it lacks " \
            "seed-v100: 0000:27:00.0 (no provider seed-v100_0000:27:00.0)" in out, out[-4000:]
@@ -546,6 +563,9 @@ def test_a_pool_cloud_moves_to_placement_with_a_gpu_server_running(demo):
     rc, out = demo.site("move-again", "-e", json.dumps(move.vars()), playbook="playbooks/nova.yml")
     assert rc == 0 and recap(out)["localhost"]["changed"] == 0, out[-4000:]
     rc, out = demo.site("move-off", "-e", json.dumps(dict(move.vars(), nova_pci_config_placement=False)),
+                        playbook="playbooks/nova.yml")
+    assert rc != 0 and "cannot be disabled any more" in " ".join(out.split()), out[-4000:]
+    rc, out = demo.site("move-back", "-e", json.dumps(dict(move.vars(), nova_pci_config_openstack_release="zed")),
                         playbook="playbooks/nova.yml")
     assert rc != 0 and "cannot be disabled any more" in " ".join(out.split()), out[-4000:]
 
