@@ -33,6 +33,30 @@ def test_a_host_with_servers_is_refused_naming_each_and_nothing_is_planned():
     assert "Nothing was changed" in problem and "shelve" in problem
 
 
+def test_a_server_whose_deletion_is_unfinished_is_named_with_how_to_finish_it():
+    """Nova's compute marks a server DELETED before it frees its allocation and destroys its record; a nova-compute
+    stopped in between leaves it so (Nova counts it, and refuses to delete the service)."""
+    problem, actions = compute_removal.judge(HOST, "nova-compute", DOWN, [srv("d", "DELETED")], TREE)
+    assert actions == [] and "still on it" not in problem
+    assert problem.startswith("gpu-007: 1 deleted server whose deletion its nova-compute has not finished: "
+                              "vm-d (d, DELETED, project p1).")
+    assert "openstack server list --all-projects --host gpu-007" in problem and "openstack server delete <id>" in problem
+    assert problem.endswith('Nothing was changed (docs/operator-guide.md, "Removing a GPU host")')
+    both, _ = compute_removal.judge(HOST, "nova-compute", DOWN, [srv("d", "DELETED"), srv("a")], TREE)
+    assert both.startswith("gpu-007: 1 server still on it: vm-a (a, ACTIVE, project p1).") and "vm-d (d, DELETED" in both
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["ACTIVE", "SHUTOFF", "ERROR", "DELETED", "SHELVED"]), min_size=1, max_size=6))
+def test_every_server_on_the_host_is_named_once_whatever_its_status(statuses):
+    servers = [srv(str(n), status) for n, status in enumerate(statuses)]
+    problem, actions = compute_removal.judge(HOST, "nova-compute", DOWN, servers, TREE)
+    assert actions == [] and problem.endswith("Nothing was changed (docs/operator-guide.md, \"Removing a GPU host\")")
+    for server in servers:
+        assert problem.count(f"vm-{server['id']} ({server['id']}, {server['status']}, project p1)") == 1
+    assert ("has not finished" in problem) == ("DELETED" in statuses)
+
+
 def test_a_service_still_up_is_refused_unless_the_look_is_before_the_stop():
     problem, actions = compute_removal.judge(HOST, "nova-compute", UP, [], TREE)
     assert "still reports its nova-compute service up" in problem and "kolla-ansible stop" in problem

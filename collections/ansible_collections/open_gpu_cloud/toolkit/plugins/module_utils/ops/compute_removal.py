@@ -11,7 +11,8 @@ gaps this module closes: it deletes the service of a nova-compute that still run
 it passes over a provider Placement keeps (``ResourceProviderInUse`` is ignored, "for backward compatibility").
 
 So, pure (``judge``): the removal is refused, before anything is written and naming what is in the way, while a
-server is on the host (any state but shelved-offloaded: its name, id, status and project), while Nova still reports
+server is on the host (any state but shelved-offloaded: its name, id, status and project; one whose deletion its
+nova-compute has not finished, status DELETED, with its own advice), while Nova still reports
 the service up (its nova-compute runs: stop it first), and while a provider of the host's tree holds an allocation
 (the consumers). Otherwise the plan deletes the service, then every provider of the tree that is still there,
 children first (a 404 means Nova already did). A host with no service and no provider is already removed: nothing
@@ -79,6 +80,28 @@ def describe_servers(servers):
                      for s in servers)
 
 
+def servers_problem(host, binary, servers):
+    """The refusal for servers on the host. A server whose status is DELETED is one whose deletion its nova-compute
+    has not finished (Nova's compute marks it deleted, then frees its allocation, then destroys its record): it still
+    counts for Nova, which refuses to delete the service, and it gets its own advice."""
+    live = [s for s in servers if s["status"] != "DELETED"]
+    unfinished = [s for s in servers if s["status"] == "DELETED"]
+    said = []
+    if live:
+        said.append(f"{len(live)} server{'s' if len(live) != 1 else ''} still on it: {describe_servers(live)}. "
+                    f"Nova refuses to delete the {binary} service of a host that holds servers, and a GPU server "
+                    "cannot be live-migrated: delete them, or shelve them (shelve-offload frees the host), or "
+                    "cold-migrate them to another GPU host, then run again")
+    if unfinished:
+        said.append(f"{len(unfinished)} deleted server{'s' if len(unfinished) != 1 else ''} whose deletion its "
+                    f"{binary} has not finished: {describe_servers(unfinished)}. Nova counts them until then: wait "
+                    f"until 'openstack server list --all-projects --host {host}' shows none, then run again; if the "
+                    f"host's {binary} was stopped before it finished, start it again (it finishes the deletion as it "
+                    "starts), or, once Nova sees the service down, delete each again ('openstack server delete <id>': "
+                    "Nova then finishes it in its database)")
+    return f"{host}: " + "; and ".join(said) + f". Nothing was changed ({GUIDE})"
+
+
 def judge(host, binary, service, servers, providers, expect_down=True):
     """(problem, actions) for removing HOST: problem is None or the message that refuses the removal.
 
@@ -87,10 +110,7 @@ def judge(host, binary, service, servers, providers, expect_down=True):
     is no reason to refuse (a look before its services are stopped). Pure.
     """
     if servers:
-        return (f"{host}: {len(servers)} server{'s' if len(servers) != 1 else ''} still on it: "
-                f"{describe_servers(servers)}. Nova refuses to delete the {binary} service of a host that holds "
-                "servers, and a GPU server cannot be live-migrated: delete them, or shelve them (shelve-offload frees "
-                f"the host), or cold-migrate them to another GPU host, then run again. Nothing was changed ({GUIDE})"), []
+        return servers_problem(host, binary, servers), []
     if expect_down and service is not None and service.get("state") == "up" and not service.get("forced_down"):
         return (f"{host}: Nova still reports its {binary} service up (it sent a heartbeat within Nova's "
                 "service_down_time): a service deleted while its nova-compute runs registers again. Stop the host's "
