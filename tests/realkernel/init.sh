@@ -116,6 +116,12 @@ cp -a /sys/kernel/iommu_groups $cap/sys/kernel/ 2>/dev/null
 cp -a /sys/class/iommu $cap/sys/class/ 2>/dev/null
 [ -d /sys/devices/virtual/iommu ] && cp -a /sys/devices/virtual/iommu $cap/sys/devices/virtual/ 2>/dev/null
 [ -d /sys/firmware/efi ] && mkdir -p $cap/sys/firmware/efi
+# The firmware's ACPI tables by name only, as the capture tool takes them (a DMAR or IVRS table says the machine
+# offers an IOMMU; q35 has one only with a vIOMMU device).
+mkdir -p $cap/sys/firmware/acpi/tables
+for table in /sys/firmware/acpi/tables/*; do
+  if [ -f "$table" ]; then : > "$cap/sys/firmware/acpi/tables/${table##*/}"; fi
+done
 cat /proc/cmdline > $cap/proc/cmdline
 cat /proc/cpuinfo > $cap/proc/cpuinfo
 cat /proc/modules > $cap/proc/modules

@@ -49,12 +49,14 @@ def plan(facts: dict, host: str) -> dict:
     return plan_module.passthrough_plan(facts, POLICY, host=host)
 
 
-def seed_sandbox(sandbox: Path, vendor: str) -> None:
-    """The cloud image's boot files, the IOMMU switched off in its drop-in, and the grub.cfg the image's
-    build generated from them (tests/standins/simulate_boot_config.py, as update-grub)."""
+def seed_sandbox(sandbox: Path, vendor: str, iommu_off: bool = True) -> None:
+    """The cloud image's boot files, the IOMMU switched off in its drop-in (unless iommu_off is false: the image's
+    line as it comes), and the grub.cfg the image's build generated from them (tests/standins/simulate_boot_config.py,
+    as update-grub)."""
     shutil.copytree(DISTRO, sandbox, dirs_exist_ok=True)
-    drop_in = sandbox / DROP_IN
-    drop_in.write_text(drop_in.read_text().replace('console=ttyS0"', 'console=ttyS0 %s"' % INITIAL_OFF[vendor]))
+    if iommu_off:
+        drop_in = sandbox / DROP_IN
+        drop_in.write_text(drop_in.read_text().replace('console=ttyS0"', 'console=ttyS0 %s"' % INITIAL_OFF[vendor]))
     subprocess.run(boot_config_command(sandbox), check=True)
 
 
@@ -77,19 +79,26 @@ def grub_kernel_args(sandbox: Path) -> list[str]:
 ROLE = REPO / "roles" / "passthrough_host"
 
 
+def reboot_log(sandbox: Path) -> Path:
+    """Where the sandbox host's reboot command writes a line each time the role reboots it (beside the sandbox)."""
+    return sandbox.parent / "reboots.log"
+
+
 def configure_host_with_role(sandbox: Path, host: str, workdir: Path, verify: bool = False) -> str:
     """Run roles/passthrough_host on the sandbox root (which holds the last boot's sys/ and proc/).
 
     Its boot-config command generates grub.cfg from the sandbox's GRUB files (drop-ins included), and
-    the next boot uses that grub.cfg's default entry; its initramfs and reboot commands are ``true``:
-    the test ships the modprobe configuration with the next boot, and that boot is the reboot. Its own verification is off: the real kernel and the re-plan verify.
+    the next boot uses that grub.cfg's default entry; its initramfs command is ``true`` and its reboot command writes
+    a line to ``reboot_log(sandbox)``: the test ships the modprobe configuration with the next boot, and that boot is
+    the reboot. Its own verification is off: the real kernel and the re-plan verify.
     """
     # The plan role runs first (as in site.yml): it plans the sandbox and writes the plan the host role loads.
     hostvars = sandbox_host(sandbox, workdir / "plans", passthrough_policy=POLICY,
                             passthrough_host_root=str(sandbox), passthrough_host_os_family="Debian",
                             passthrough_host_boot_config_command=boot_config_command(sandbox),
                             passthrough_host_initramfs_command=["true"], passthrough_host_allow_reboot=True,
-                            passthrough_host_reboot_command=["true"], passthrough_host_verify=verify)
+                            passthrough_host_reboot_command=["sh", "-c", f"echo reboot >> {reboot_log(sandbox)}"],
+                            passthrough_host_verify=verify)
     workdir.mkdir(parents=True, exist_ok=True)
     write_inventory(workdir / "inventory.json", {host: hostvars})
     (workdir / "play.yml").write_text(
@@ -206,3 +215,42 @@ def run_flow(guest, vendor: str, workdir: Path) -> Flow:
         # pass its own verification.
         flow.final_role_run = configure_host(sandbox, step, workdir / "verify", verify=True)
     return flow
+
+
+@dataclass
+class LeftAlone:
+    """A host whose IOMMU no reboot can turn on: its boot, and the host role's run on its tree."""
+
+    vendor: str
+    step: Step
+    role_run: str
+    files_before: dict
+    files_after: dict
+    boot_config_calls: list[str]
+    reboots: list[str]
+
+
+def sandbox_files(sandbox: Path) -> dict:
+    """{relative path: bytes} of every regular file under the sandbox root (not through its sys/ and proc/ links)."""
+    return {str(path.relative_to(sandbox)): path.read_bytes() for path in sorted(sandbox.rglob("*"))
+            if path.is_file() and not path.is_symlink() and path.relative_to(sandbox).parts[0] not in ("sys", "proc")}
+
+
+def run_without_viommu(guest, vendor: str, workdir: Path) -> LeftAlone:
+    """The same emulated GPU host with no vIOMMU (a virtual machine whose hypervisor offers none: no DMAR or IVRS
+    table), booted with the image's own line; then the plan and host roles on its tree, exactly as on the chain's
+    hosts. No kernel argument can give it an IOMMU: the role must write nothing and not reboot."""
+    host = f"realkernel-{vendor}-no-viommu"
+    sandbox = workdir / "sandbox"
+    seed_sandbox(sandbox, vendor, iommu_off=False)
+    step = boot_and_plan(guest, f"{vendor}-no-iommu", grub_kernel_args(sandbox), workdir, "boot1", host,
+                         expect=["iommu off"])
+    for name in ("sys", "proc"):
+        (sandbox / name).symlink_to(step.boot.root / name)
+    calls = sandbox.parent / "boot-config.jsonl"
+    before, calls_before = sandbox_files(sandbox), calls.read_text().splitlines()
+    role_run = configure_host_with_role(sandbox, host, workdir / "configure")
+    log = reboot_log(sandbox)
+    return LeftAlone(vendor=vendor, step=step, role_run=role_run, files_before=before, files_after=sandbox_files(sandbox),
+                     boot_config_calls=calls.read_text().splitlines()[len(calls_before):],
+                     reboots=log.read_text().splitlines() if log.exists() else [])

@@ -1,11 +1,12 @@
-"""The host configuration proven on a real Linux kernel (Debian's, under qemu with a vIOMMU).
+"""The host configuration proven on a real Linux kernel (Debian's, under qemu with a vIOMMU, and without one).
 
 For the Intel vIOMMU: boot the emulated GPU host with its IOMMU off, discover and plan
 from the captured sysfs, configure a sandbox host from the plan, boot with exactly the kernel
 command line written to the sandbox's GRUB file (plus the modprobe configuration written next to
 it), check inside the guest that the IOMMU is on and that exactly the planned devices are on
 vfio-pci, then plan again from the real kernel's tree: it must be the plan the host was configured
-with. A command line the kernel rejects or ignores fails with the kernel's own words.
+with. A command line the kernel rejects or ignores fails with the kernel's own words. Without a vIOMMU (Intel and AMD)
+the same host gets no reboot and is left alone: no kernel argument creates an IOMMU.
 
 The AMD vIOMMU on the same emulated host is proven on the real Debian server (molecule/host_server): its GRUB,
 initramfs and systemd boot the line the host phase wrote, over SSH. The harness still runs an AMD chain
@@ -27,6 +28,7 @@ GPU_A, GPU_A_AUDIO, GPU_B, GPU_SHARED, SHARED_NIC = (
     "0000:01:00.0", "0000:01:00.1", "0000:02:00.0", "0000:05:01.0", "0000:05:02.0")
 CONSOLE = "0000:00:06.0"
 UNITS = {"intel": ["dmar0"], "amd": ["ivhd0"]}
+FIRMWARE_TABLE = {"intel": "dmar", "amd": "ivrs"}
 VENDORS = ["intel"]
 
 
@@ -48,6 +50,10 @@ def test_first_boot_without_iommu_plans_provisionally(realkernel_runs, vendor):
     assert first.boot.check_result == "pass", "\n".join(first.boot.failed_checks)
     assert first.facts["iommu_enabled"] is False
     assert first.facts["cpu_vendor"] == vendor
+    # A virtual machine (the CPU's hypervisor flag) whose firmware offers an IOMMU (the vIOMMU's ACPI table): the
+    # "off" on the line is what a reboot can change, so nothing blocks it.
+    assert first.facts["hypervisor"] is True and first.facts["iommu_firmware"] == FIRMWARE_TABLE[vendor]
+    assert first.plan["blocked_by"] == [] and first.plan["reboot_blocked"] is False
     # Without groups nothing is offered to Nova; every GPU (and its audio function) is bound
     # provisionally so that one reboot is enough when the groups turn out clean.
     assert first.plan["selected"] == []
@@ -127,6 +133,35 @@ def test_host_role_on_the_real_kernels_tree_changes_nothing_and_verifies(realker
     assert on_the_host == ["- open_gpu_cloud.toolkit.passthrough_host : Forget the reboot that settled the plan"], changed
     words = " ".join(flow.final_role_run.split())  # the YAML callback wraps long messages
     assert f"realkernel-{vendor}: ready; 2 device(s) for Nova ({GPU_A}, {GPU_B}), 3 on vfio-pci." in words
+
+
+@pytest.mark.parametrize("vendor", ["intel", "amd"])
+def test_without_a_viommu_no_reboot_is_planned_and_the_host_role_leaves_the_host_alone(realkernel_runs, vendor):
+    """The same emulated GPU host with no vIOMMU: the real kernel shows no DMAR/IVRS table and no IOMMU. No kernel
+    argument can give it one, so the plan asks for no reboot and says what must happen first, and the host role
+    (after the plan role, as in site.yml) writes nothing there, runs no update-grub and does not reboot."""
+    run = realkernel_runs[f"no-viommu-{vendor}"]
+    if isinstance(run, Exception):
+        raise run
+    step = run.step
+    klog.assert_cmdline_accepted(step.boot.dmesg, step.boot.cmdline)
+    assert step.boot.check_result == "pass", "\n".join(step.boot.failed_checks)
+    facts, plan = step.facts, step.plan
+    assert facts["iommu_enabled"] is False and facts["iommu_units"] == []
+    assert facts["hypervisor"] is True and facts["iommu_firmware"] == "none" and facts["cpu_vendor"] == vendor
+    assert [b["cause"] for b in plan["blocked_by"]] == ["vm_without_iommu"], plan["blocked_by"]
+    assert plan["reboot_required"] is False and plan["reboot_blocked"] is True and plan["selected"] == []
+    assert "give the virtual machine a virtual IOMMU" in plan["blocked_by"][0]["fix"]
+    assert run.files_after == run.files_before, sorted(set(run.files_after) ^ set(run.files_before))
+    assert run.boot_config_calls == [] and run.reboots == []
+    changed = run.role_run.split("WHAT CHANGED", 1)[-1]
+    on_the_host = [line.strip() for line in changed.splitlines()
+                   if line.strip().startswith("- ") and not line.strip().endswith("(on localhost)")]
+    assert on_the_host == [], changed
+    words = " ".join(run.role_run.split())  # the YAML callback wraps long messages
+    assert f"realkernel-{vendor}-no-viommu (GPU " in words and \
+        "left alone - nothing is written on this host and it is not rebooted" in words, words[-3000:]
+    assert "[vm_without_iommu] This host is a virtual machine" in words and "no DMAR or IVRS table" in words
 
 
 def test_rejected_kernel_arguments_fail_with_the_kernels_words(realkernel_runs):
