@@ -1,6 +1,6 @@
 """End to end with the real tools: foundation fixtures -> plans (playbooks/plan.yml) -> our
 overrides (playbooks/nova.yml, with an operator override beside them) -> kolla-ansible's own
-`genconfig --tags nova,nova-cell` (playbooks/deploy.yml in genconfig mode, test-only stand-ins for
+`genconfig --tags nova,nova-cell,placement` (playbooks/deploy.yml in genconfig mode, test-only stand-ins for
 the two container-engine tasks) -> the rendered nova-compute / nova-api / nova-scheduler configs read
 with Nova 2026.1's own code from the OpenStack venv (scripts/openstack-venv.sh).
 
@@ -52,6 +52,7 @@ def rendered(tmp_path_factory):
     config = tmp / "config"
     config.mkdir()
     (config / "nova.conf").write_text("[DEFAULT]\ncpu_allocation_ratio = 3.0\n")  # the operator's
+    (config / "placement.conf").write_text("[DEFAULT]\ndebug = true\n")  # the operator's
     rc, out, _ = run_playbook("nova.yml", inv, {"nova_pci_config_node_custom_config": str(config),
                                                 "passthrough_plan_dir": str(tmp / "plans")})
     assert rc == 0, out
@@ -66,7 +67,7 @@ def rendered(tmp_path_factory):
         "kolla_deploy_globals": {
             "enable_haproxy": False,
             "node_config_directory": str(tmp / "node") + "/{{ '{{' }} inventory_hostname {{ '}}' }}"},
-        "kolla_deploy_genconfig_tags": ["nova", "nova-cell"],
+        "kolla_deploy_genconfig_tags": ["nova", "nova-cell", "placement"],
         "kolla_deploy_action_plugins": [str(ROOT / "tests" / "standins" / "kolla")],
         "kolla_deploy_stream_to_tty": False})
     assert rc == 0, out + (tmp / "logs/genconfig.log").read_text()[-3000:]
@@ -159,3 +160,21 @@ def test_operator_override_merged_and_placement_on_the_compute_side(rendered):
         assert rendered["nova"][service]["report_in_placement"] is True
         assert rendered["nova"][service]["pci_in_placement"] is False
     assert (rendered["config"] / "nova.conf").read_text().startswith("[DEFAULT]\ncpu_allocation_ratio = 3.0\n")
+
+
+def test_placement_api_runs_the_candidate_bounds_kolla_merged(rendered):
+    """seed-v100 offers four V100 in Placement: nova_pci_config's block in placement.conf (breadth-first, a limit of
+    100000; no flavors known here and fewer than eight GPUs of a model, so no wide-tree optimisation) reaches
+    placement-api's placement.conf through kolla-ansible's own merge, beside the operator's line, and Placement 15.0.0's
+    own option definitions read it."""
+    override = (rendered["config"] / "placement.conf").read_text()
+    assert override.startswith("[DEFAULT]\ndebug = true\n") and "open-gpu-cloud nova_pci_config: managed block" in override
+    merged = rendered["node"] / CONTROLLER / "placement-api" / "placement.conf"
+    code = ("import json, sys\nfrom oslo_config import cfg\nimport placement.conf\nc = cfg.ConfigOpts()\n"
+            "placement.conf.register_opts(c)\nc(['--config-file', sys.argv[1]], project='placement', "
+            "default_config_files=[])\nprint(json.dumps([c.placement.max_allocation_candidates, "
+            "c.placement.allocation_candidates_generation_strategy, c.workarounds.optimize_for_wide_provider_trees, "
+            "c.debug]))")
+    proc = subprocess.run([openstack_python(), "-c", code, str(merged)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [100000, "breadth-first", False, True]

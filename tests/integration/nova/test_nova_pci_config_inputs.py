@@ -16,8 +16,8 @@ def test_a_directory_where_a_host_file_goes_is_refused_before_the_global_file_is
     rc, out, _recap = run_playbook("nova.yml", inventory, {"nova_pci_config_node_custom_config": str(cfg),
                                                             "nova_pci_config_plans": plans})
     assert rc != 0
-    assert f"nova_pci_config: {cfg}/nova/gpu1/nova.conf is not a regular file: this role writes nova.conf overrides " \
-           "there" in out and "nothing was written" in out, out[-3000:]
+    assert f"nova_pci_config: {cfg}/nova/gpu1/nova.conf is not a regular file: this role writes nova.conf and placement.conf " \
+           "overrides there" in out and "nothing was written" in out, out[-3000:]
     assert not (cfg / "nova.conf").exists()
 
 

@@ -7,6 +7,7 @@ from unittest import mock
 
 import pytest
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud import flavors as cloud_flavors
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import alias as pci_alias
 
 
 def flavor(name, vcpus=4, ram=2048, disk=20, ephemeral=0, swap=0, is_public=True, extra_specs=None,
@@ -69,7 +70,7 @@ def test_malformed_alias_spec_is_rejected_with_the_reason(value, why):
 
 
 def test_several_aliases_comma_separated_are_valid():
-    assert cloud_flavors.parse_alias_spec("tesla-v100:1, rtx-2080:2") == [("tesla-v100", 1), ("rtx-2080", 2)]
+    assert pci_alias.parse_request("tesla-v100:1, rtx-2080:2") == [("tesla-v100", 1), ("rtx-2080", 2)]
     spec = {"pci_passthrough:alias": "tesla-v100:1,rtx-2080:2"}
     assert cloud_flavors.validate([declared(extra_specs=spec)], ["tesla-v100", "rtx-2080"]) == []
 

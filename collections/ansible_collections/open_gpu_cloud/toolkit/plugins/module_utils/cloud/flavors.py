@@ -18,13 +18,13 @@ except ImportError:  # pragma: no cover - CloudModule reports the missing librar
     sdk_exceptions = sdk_utils = None
 
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.protocol import Action, Plan
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import alias as pci_alias
 
 
 IMMUTABLE = ("vcpus", "ram", "disk", "ephemeral", "swap", "is_public")
 ALIAS_KEY = "pci_passthrough:alias"
 # Nova's own limits for extra-spec keys and values (nova/api/validation/parameter_types.py).
 KEY_RE = re.compile(r"^[a-zA-Z0-9-_:. ]{1,255}$")
-ALIAS_ITEM_RE = re.compile(r"^([^:,\s]+):(\d+)$")
 BOOL_SPECS = ("hw:hide_hypervisor_id", "hide_hypervisor_id")
 BOOL_WORDS = ("true", "false", "yes", "no", "1", "0", "on", "off", "t", "f", "y", "n")
 
@@ -60,21 +60,6 @@ def spec_value(value):
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-def parse_alias_spec(value):
-    """'a:1, b:2' -> [('a', 1), ('b', 2)]; raises ValueError with the reason in words."""
-    items = []
-    for raw in str(value).split(","):
-        item = raw.strip()
-        match = ALIAS_ITEM_RE.match(item)
-        if not match:
-            raise ValueError(f"'{item}' is not ALIAS:COUNT")
-        count = int(match.group(2))
-        if count < 1:
-            raise ValueError(f"'{item}' asks for {count} devices; COUNT must be a positive integer")
-        items.append((match.group(1), count))
-    return items
 
 
 def normalise(flavor):
@@ -119,7 +104,7 @@ def validate(flavors, known_aliases, retired_aliases=None):
                 errors.append(f"{label}: extra spec {key} is longer than 255 characters")
             if key == ALIAS_KEY:
                 try:
-                    aliases = parse_alias_spec(text)
+                    aliases = pci_alias.parse_request(text)
                 except ValueError as exc:
                     errors.append(f"{label}: extra spec {key}='{text}' is malformed: {exc} (expected ALIAS:COUNT with "
                                   "COUNT a positive integer, several separated by commas, e.g. tesla-v100:1)")

@@ -13,7 +13,8 @@ Nova's rule, from its own code (2026.1):
 
 So a usable name has 1 to 256 characters, no ``:`` and no ``,``, and no leading or trailing space
 (Nova would strip it, and the name in a flavor would no longer be the one written). Every caller
-(the planner, the inventory-wide alias list, the policy check) uses :func:`alias_name_error`.
+(the planner, the inventory-wide alias list, the policy check) uses :func:`alias_name_error`; a flavor's request
+is read by :func:`parse_request`.
 
 Derived names: a model the project's table does not name gets a stable alias from its PCI ID
 database name (:func:`alias_from_model_name`): the marketing name (the bracketed part), lowercased,
@@ -28,6 +29,7 @@ import re
 MAX_LENGTH = 256
 DERIVED_MAX_LENGTH = 64
 _NON_SLUG = re.compile(r"[^a-z0-9]+")
+REQUEST_ITEM = re.compile(r"^([^:,\s]+):(\d+)$")  # one "<name>:<count>" of a flavor's pci_passthrough:alias
 
 
 def alias_name_error(name) -> str | None:
@@ -54,3 +56,19 @@ def alias_from_model_name(model_name) -> str | None:
     if len(slug) > DERIVED_MAX_LENGTH:
         slug = slug[:DERIVED_MAX_LENGTH].rstrip("-")
     return slug or None
+
+
+def parse_request(value):
+    """A flavor's ``pci_passthrough:alias`` value, ``'a:1, b:2'`` -> ``[('a', 1), ('b', 2)]``; ValueError with the
+    reason in words (the flavors' validation in the cloud phase and Placement's candidate bounds both read it so)."""
+    items = []
+    for raw in str(value).split(","):
+        item = raw.strip()
+        match = REQUEST_ITEM.match(item)
+        if not match:
+            raise ValueError(f"'{item}' is not ALIAS:COUNT")
+        count = int(match.group(2))
+        if count < 1:
+            raise ValueError(f"'{item}' asks for {count} devices; COUNT must be a positive integer")
+        items.append((match.group(1), count))
+    return items
