@@ -16,6 +16,7 @@ VT-x, so its /proc/cpuinfo has no vmx flag and the host role rightly refuses it.
   server that does not come back).
 
     python tests/realserver/vm.py start STATE_DIR     # start or restart; prints the connection as JSON
+    python tests/realserver/vm.py start --no-iommu STATE_DIR   # the same machine without its vIOMMU
     python tests/realserver/vm.py stop STATE_DIR
     python tests/realserver/vm.py report STATE_DIR [-- --initramfs]   # tests/realserver/report.py on the server
 """
@@ -65,10 +66,11 @@ def devices() -> list[str]:
                   "virtio-blk-pci,drive=disk0,bus=pcie.0,addr=0x7,bootindex=0"]
 
 
-def qemu_command(state: Path, port: int) -> list[str]:
+def qemu_command(state: Path, port: int, iommu: bool = True) -> list[str]:
+    """iommu false: the same machine without the vIOMMU (a virtual machine whose hypervisor offers none)."""
     # A server reboots (the host phase's reboot): qemu keeps running through it.
     cmd = [*qemu_harness.command(MEMORY_MIB, CPU, reboot=True),
-           "-device", IOMMU,  # before the devices it translates for
+           *(["-device", IOMMU] if iommu else []),  # before the devices it translates for
            "-drive", f"if=pflash,format=raw,unit=0,readonly=on,file={OVMF_CODE}",
            "-drive", f"if=pflash,format=raw,unit=1,file={state / 'OVMF_VARS.fd'}",
            "-drive", f"if=none,id=disk0,format=qcow2,file={state / 'disk.qcow2'}",
@@ -113,9 +115,9 @@ def running(state: Path) -> bool:
     return bool(info.get("pid")) and _alive(info["pid"], state)
 
 
-def start(state: Path, image: imagelib.Image | None = None) -> dict:
+def start(state: Path, image: imagelib.Image | None = None, iommu: bool = True) -> dict:
     """Start the server on the state directory's disk (created from the cached image the first time), wait for
-    its SSH server, and return the connection (also written to STATE/vm.json)."""
+    its SSH server, and return the connection (also written to STATE/vm.json). iommu false: without the vIOMMU."""
     state = state.resolve()
     state.mkdir(parents=True, exist_ok=True)
     if running(state):
@@ -134,7 +136,7 @@ def start(state: Path, image: imagelib.Image | None = None) -> dict:
     for name in ("qemu.pid", "qmp.sock"):
         (state / name).unlink(missing_ok=True)
     port = _free_port()
-    cmd = ["timeout", "-s", "KILL", str(int(TIME_LIMIT)), *qemu_command(state, port)]
+    cmd = ["timeout", "-s", "KILL", str(int(TIME_LIMIT)), *qemu_command(state, port, iommu)]
     (state / "qemu.cmd").write_text(" ".join(cmd) + "\n")
     started = time.monotonic()
     with (state / "qemu.out").open("ab") as out:
@@ -152,7 +154,8 @@ def start(state: Path, image: imagelib.Image | None = None) -> dict:
     except ServerError:
         stop(state)
         raise
-    boot = {"boot": len(boots) + 1, "to_ssh_s": round(time.monotonic() - started, 1), "qemu_cpu_to_ssh_s":
+    boot = {"boot": len(boots) + 1, "iommu": IOMMU if iommu else None,
+            "to_ssh_s": round(time.monotonic() - started, 1), "qemu_cpu_to_ssh_s":
             round(_cpu_s(pid), 1), "load": os.getloadavg()[0], "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     with (state / "boots.jsonl").open("a") as handle:
         handle.write(json.dumps(boot) + "\n")
@@ -279,10 +282,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=["start", "stop", "report"])
     parser.add_argument("state", type=Path, help="the virtual machine's state directory (disk overlay, console, pid)")
     parser.add_argument("options", nargs="*", help="report: report.py's options (--initramfs, --journal-boots N)")
+    parser.add_argument("--no-iommu", action="store_true", help="start: the machine without its vIOMMU")
     args = parser.parse_args(argv)
     try:
         if args.command == "start":
-            print(json.dumps(start(args.state), indent=2))
+            print(json.dumps(start(args.state, iommu=not args.no_iommu), indent=2))
         elif args.command == "report":
             print(json.dumps(report(args.state.resolve(), *args.options), indent=1, sort_keys=True))
         else:
