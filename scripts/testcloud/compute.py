@@ -114,6 +114,42 @@ def read_rendered_sections(path, role="compute"):
     return found
 
 
+PLACEMENT_SECTIONS = ("placement", "workarounds")
+
+
+def read_placement_sections(path):
+    """{section: [(key, value), ...]} of [placement] and [workarounds] in a placement.conf (kolla-ansible's rendered
+    placement-api configuration, or the project's override), read with oslo.config's own INI parser: what the test
+    cloud's Placement then runs with, and nothing else of the file."""
+    from oslo_config import iniparser  # the services venv  # pylint: disable=import-outside-toplevel
+
+    class Parser(iniparser.BaseParser):
+        def __init__(self):
+            super().__init__()
+            self.section = None
+            self.found = {}
+
+        def new_section(self, section):
+            self.section = section
+
+        def assignment(self, key, value):
+            if self.section in PLACEMENT_SECTIONS:
+                self.found.setdefault(self.section, []).append((key, "\n".join(value)))
+
+        def parse_exc(self, msg, lineno, line=None):
+            return ComputeError(f"--placement-from {path} line {lineno}: {msg} ({line!r}): not an INI file")
+
+    parser = Parser()
+    try:
+        with open(path, encoding="utf-8") as handle:
+            parser.parse(handle)
+    except OSError as exc:
+        raise ComputeError(f"--placement-from {path} cannot be read ({exc.strerror})") from None
+    if not parser.found:
+        raise ComputeError(f"--placement-from {path} has no [placement] or [workarounds] option: nothing to run with")
+    return parser.found
+
+
 def read_fake_gpus(path):
     """The devices the fake driver reports, from a JSON list; a wrong entry names the file and the fix."""
     try:
@@ -146,8 +182,10 @@ def _port_open(port, timeout=1.0):
 class Compute:
     """Configuration, initialisation and processes of the compute side, for one TestCloud."""
 
-    def __init__(self, cloud, nova_pci_from=None, fake_gpus=None, host=None, nova_scheduler_from=None):
+    def __init__(self, cloud, nova_pci_from=None, fake_gpus=None, host=None, nova_scheduler_from=None,
+                 placement_from=None):
         self.cloud = cloud
+        self.placement_from = placement_from
         self.nova_pci_from = nova_pci_from
         self.nova_scheduler_from = nova_scheduler_from or nova_pci_from
         self.fake_gpus = fake_gpus
@@ -162,14 +200,15 @@ class Compute:
         """What this start was asked for, the files' content included (a running cloud started otherwise, or from
         files that changed since, is restarted)."""
         digests = {}
-        for path in {self.nova_pci_from, self.nova_scheduler_from, self.fake_gpus} - {None}:
+        for path in {self.nova_pci_from, self.nova_scheduler_from, self.fake_gpus, self.placement_from} - {None}:
             try:
                 with open(path, "rb") as handle:
                     digests[path] = hashlib.sha256(handle.read()).hexdigest()
             except OSError:
                 digests[path] = None  # check_inputs names the file
         return {"nova_pci_from": self.nova_pci_from, "nova_scheduler_from": self.nova_scheduler_from,
-                "fake_gpus": self.fake_gpus, "host": self.host, "content": digests}
+                "fake_gpus": self.fake_gpus, "host": self.host, "placement_from": self.placement_from,
+                "content": digests}
 
     def check_inputs(self):
         """Read the rendered configuration and the fake devices once, so a bad file stops the start early."""
@@ -178,6 +217,8 @@ class Compute:
             read_rendered_sections(self.nova_scheduler_from, "scheduler")
         if self.fake_gpus:
             read_fake_gpus(self.fake_gpus)
+        if self.placement_from:
+            read_placement_sections(self.placement_from)
 
     # ---- ports and URLs ---------------------------------------------------------
     def choose_ports(self, port_is_free, free_port):
@@ -300,7 +341,9 @@ connection = {cloud.db('placement')}
 [oslo_policy]
 enforce_new_defaults = true
 {cloud.authtoken('placement', pw['placement'])}
-""")
+""" + ("".join(f"# from {self.placement_from}\n[{section}]\n{_lines(pairs)}"
+               for section, pairs in read_placement_sections(self.placement_from).items())
+       if self.placement_from else ""))
         write_file(os.path.join(cloud.dir, "wsgi", "ogc_placement_app.py"),
                    "import sys\nsys.argv = sys.argv[:1]\nfrom placement.wsgi.api import application  # noqa: E402,F401\n")
 

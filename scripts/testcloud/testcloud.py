@@ -4,7 +4,7 @@
 Run with the OpenStack services venv's Python (scripts/testcloud.sh does that):
 
     testcloud.py start  [--dir DIR] [--lifetime SECONDS] [--with-compute [--nova-pci-from FILE [--nova-scheduler-from FILE]]
-                        [--fake-gpus FILE] [--compute-host NAME]]
+                        [--fake-gpus FILE] [--compute-host NAME] [--placement-from FILE]]
     testcloud.py stop   [--dir DIR]
     testcloud.py status [--dir DIR]
     testcloud.py wipe   [--dir DIR] [--all]   stop, then delete databases, keys and images; the next
@@ -772,6 +772,9 @@ def main(argv=None):
                         help="with --with-compute: the PCI devices the fake nova-compute reports (JSON list of "
                              "{address, vendor_id, product_id, dev_type, numa_node})")
     parser.add_argument("--compute-host", metavar="NAME", help="with --with-compute: the hypervisor's name")
+    parser.add_argument("--placement-from", metavar="FILE",
+                        help="with --with-compute: run Placement with the [placement] and [workarounds] options of "
+                             "this placement.conf (kolla-ansible's rendered one, or nova_pci_config's override)")
     args = parser.parse_args(argv)
     if args.lifetime <= 0:
         parser.error("--lifetime must be a positive number of seconds")
@@ -779,9 +782,10 @@ def main(argv=None):
         parser.error("--nova-scheduler-from needs --nova-pci-from")
     options = {"nova_pci_from": args.nova_pci_from and os.path.abspath(args.nova_pci_from),
                "nova_scheduler_from": args.nova_scheduler_from and os.path.abspath(args.nova_scheduler_from),
-               "fake_gpus": args.fake_gpus and os.path.abspath(args.fake_gpus), "host": args.compute_host}
+               "fake_gpus": args.fake_gpus and os.path.abspath(args.fake_gpus), "host": args.compute_host,
+               "placement_from": args.placement_from and os.path.abspath(args.placement_from)}
     if any(options.values()) and not args.with_compute:
-        parser.error("--nova-pci-from, --fake-gpus and --compute-host need --with-compute")
+        parser.error("--nova-pci-from, --fake-gpus, --compute-host and --placement-from need --with-compute")
     cloud = TestCloud(args.dir, args.lifetime, with_compute=args.with_compute, compute_options=options)
     try:
         if args.command == "wipe":

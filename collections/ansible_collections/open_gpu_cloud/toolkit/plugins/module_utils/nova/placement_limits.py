@@ -97,8 +97,7 @@ def candidate_limits(release, in_placement, host_classes, requests=None):
     options = {"placement": {"max_allocation_candidates": MAX_CANDIDATES,
                              "allocation_candidates_generation_strategy": STRATEGY}}
     reasons = [f"{host} offers {count} GPUs of {resource_class}: candidates visited breadth-first (every host "
-               f"gets its turn before Nova's limit) and at most {MAX_CANDIDATES} generated per request"]
-    asked = None if requests is None else max((requests.get(rc, 0) for rc in (host_classes[host] or {})), default=0)
+               "gets its turn before Nova's limit)"]
     trees = [(h, rc, n) for h in sorted(host_classes) for rc, n in sorted((host_classes[h] or {}).items())
              if n >= WIDE_TREE_MIN_DEVICES and (n if requests is None else requests.get(rc, 0)) >= WIDE_TREE_MIN_REQUEST]
     if trees:
@@ -115,9 +114,10 @@ def candidate_limits(release, in_placement, host_classes, requests=None):
         else:
             reasons.append(f"{why}: Placement of {release} has no wide-tree optimisation (from 2024.2), so such a "
                            "request may take long to schedule")
-    elif asked is not None:
+    elif requests is not None and count >= WIDE_TREE_MIN_DEVICES:
         reasons.append(f"no flavor asks more than {WIDE_TREE_MIN_REQUEST - 1} GPUs of one model from a host with "
                        f"{WIDE_TREE_MIN_DEVICES} or more: the wide-tree optimisation stays off")
+    reasons[0] += f", at most {options['placement']['max_allocation_candidates']} generated per request"
     return dict(options=options, wide=True, reasons=reasons)
 
 
