@@ -27,8 +27,8 @@ def test_a_host_with_two_gpus_of_a_model_gets_breadth_first_and_a_limit():
     got = pl.candidate_limits("2026.1", True, {"seed-v100": {V100: 4}, "gpu-2": {H100: 1}}, {V100: 1})
     assert got["options"] == {"placement": {"max_allocation_candidates": 100000,
                                             "allocation_candidates_generation_strategy": "breadth-first"}}
-    assert got["reasons"][0].startswith("seed-v100 offers 4 GPUs of CUSTOM_GPU_TESLA_V100: candidates visited "
-                                        "breadth-first")
+    assert got["reasons"] == ["seed-v100 offers 4 GPUs of CUSTOM_GPU_TESLA_V100: candidates visited breadth-first "
+                              "(every host gets its turn before Nova's limit), at most 100000 generated per request"]
 
 
 def test_eight_of_a_model_and_a_flavor_of_more_than_four_turn_the_wide_tree_optimisation_on():
@@ -38,6 +38,7 @@ def test_eight_of_a_model_and_a_flavor_of_more_than_four_turn_the_wide_tree_opti
                                             "allocation_candidates_generation_strategy": "breadth-first"},
                               "workarounds": {"optimize_for_wide_provider_trees": True}}
     assert "gpu-8 offers 8 GPUs of CUSTOM_GPU_H100 and a flavor asks 8 of them" in got["reasons"][1]
+    assert got["reasons"][0].endswith("at most 1000 generated per request")
     # Flavors of four or fewer: Placement says not to enable it.
     small = pl.candidate_limits("2026.1", True, hosts, {H100: 4})
     assert "workarounds" not in small["options"] and "stays off" in small["reasons"][1]
