@@ -67,10 +67,10 @@ class ComputeError(Exception):
 RENDERED_SECTIONS = ("pci", "filter_scheduler")
 
 
-def read_rendered_sections(path, role="compute"):
-    """{section: [(key, value), ...]} of RENDERED_SECTIONS in a rendered nova.conf, read with oslo.config's
-    own INI parser (repeated keys such as ``alias`` and ``device_spec`` are all kept, in order). ``role``:
-    "compute" (the file must have device_spec and alias) or "scheduler" (alias and enabled_filters)."""
+def read_sections(path, sections, option, not_what):
+    """{section: [(key, value), ...]} of SECTIONS in an INI file, read with oslo.config's own INI parser (repeated
+    keys such as ``alias`` and ``device_spec`` are all kept, in order); a file that cannot be read or parsed names
+    OPTION and NOT_WHAT it then is."""
     from oslo_config import iniparser  # the services venv  # pylint: disable=import-outside-toplevel
 
     class Parser(iniparser.BaseParser):
@@ -81,17 +81,13 @@ def read_rendered_sections(path, role="compute"):
 
         def new_section(self, section):
             self.section = section
-            if section in RENDERED_SECTIONS:
-                self.found.setdefault(section, [])
 
         def assignment(self, key, value):
-            if self.section in RENDERED_SECTIONS:
-                self.found[self.section].append((key, "\n".join(value)))
+            if self.section in sections:
+                self.found.setdefault(self.section, []).append((key, "\n".join(value)))
 
         def parse_exc(self, msg, lineno, line=None):
-            return ComputeError(f"{path} line {lineno}: {msg} ({line!r}): not a nova.conf kolla-ansible rendered")
-
-    option = "--nova-pci-from" if role == "compute" else "--nova-scheduler-from"
+            return ComputeError(f"{option} {path} line {lineno}: {msg} ({line!r}): {not_what}")
 
     parser = Parser()
     try:
@@ -100,7 +96,14 @@ def read_rendered_sections(path, role="compute"):
     except OSError as exc:
         raise ComputeError(f"{option} {path} cannot be read ({exc.strerror}): render it first "
                            "(playbooks/nova.yml, then kolla-ansible genconfig: playbooks/deploy.yml)") from None
-    found = parser.found
+    return parser.found
+
+
+def read_rendered_sections(path, role="compute"):
+    """{section: [(key, value), ...]} of RENDERED_SECTIONS in a rendered nova.conf. ``role``: "compute" (the file
+    must have device_spec and alias) or "scheduler" (alias and enabled_filters)."""
+    option = "--nova-pci-from" if role == "compute" else "--nova-scheduler-from"
+    found = read_sections(path, RENDERED_SECTIONS, option, "not a nova.conf kolla-ansible rendered")
     pci_keys = {k for k, _v in found.get("pci", [])}
     if role == "compute" and not {"device_spec", "alias"} <= pci_keys:
         raise ComputeError(f"{option} {path} has no [pci] device_spec and alias: it is not the nova-compute "
@@ -119,35 +122,12 @@ PLACEMENT_SECTIONS = ("placement", "workarounds")
 
 def read_placement_sections(path):
     """{section: [(key, value), ...]} of [placement] and [workarounds] in a placement.conf (kolla-ansible's rendered
-    placement-api configuration, or the project's override), read with oslo.config's own INI parser: what the test
-    cloud's Placement then runs with, and nothing else of the file."""
-    from oslo_config import iniparser  # the services venv  # pylint: disable=import-outside-toplevel
-
-    class Parser(iniparser.BaseParser):
-        def __init__(self):
-            super().__init__()
-            self.section = None
-            self.found = {}
-
-        def new_section(self, section):
-            self.section = section
-
-        def assignment(self, key, value):
-            if self.section in PLACEMENT_SECTIONS:
-                self.found.setdefault(self.section, []).append((key, "\n".join(value)))
-
-        def parse_exc(self, msg, lineno, line=None):
-            return ComputeError(f"--placement-from {path} line {lineno}: {msg} ({line!r}): not an INI file")
-
-    parser = Parser()
-    try:
-        with open(path, encoding="utf-8") as handle:
-            parser.parse(handle)
-    except OSError as exc:
-        raise ComputeError(f"--placement-from {path} cannot be read ({exc.strerror})") from None
-    if not parser.found:
+    placement-api configuration, or the project's override): what the test cloud's Placement then runs with, and
+    nothing else of the file."""
+    found = read_sections(path, PLACEMENT_SECTIONS, "--placement-from", "not an INI file")
+    if not found:
         raise ComputeError(f"--placement-from {path} has no [placement] or [workarounds] option: nothing to run with")
-    return parser.found
+    return found
 
 
 def read_fake_gpus(path):

@@ -1,4 +1,4 @@
-"""scripts/testcloud.sh start --with-compute refuses a bad --nova-pci-from or --fake-gpus before it stops,
+"""scripts/testcloud.sh start --with-compute refuses a bad --nova-pci-from, --fake-gpus or --placement-from before it stops,
 writes or starts anything, with a message naming the file and the fix (no traceback)."""
 
 from __future__ import annotations
@@ -67,5 +67,20 @@ def test_compute_options_need_with_compute(tmp_path):
     path = tmp_path / "gpus.json"
     path.write_text(json.dumps([{"address": "0000:27:00.0", "vendor_id": "10de", "product_id": "1db4"}]))
     rc, out, state = start(tmp_path, "--fake-gpus", str(path))
-    assert rc == 2 and "--nova-pci-from, --fake-gpus and --compute-host need --with-compute" in out, out
+    assert rc == 2 and "--nova-pci-from, --fake-gpus, --compute-host and --placement-from need --with-compute" in out, out
     assert not os.path.exists(state)
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "cannot be read (No such file or directory)"),
+    ("[DEFAULT]\ndebug = true\n[api]\nauth_strategy = keystone\n", "has no [placement] or [workarounds] option"),
+    ("[placement\nmax_allocation_candidates = 1000\n", "not an INI file"),
+])
+def test_bad_placement_configuration(tmp_path, content, message):
+    path = tmp_path / "placement.conf"
+    if content is not None:
+        path.write_text(content)
+    rc, out, state = start(tmp_path, "--with-compute", "--placement-from", str(path))
+    assert rc == 1, out
+    assert f"testcloud: start failed: --placement-from {path}" in out and message in out, out
+    assert "Traceback" not in out and not state.exists()

@@ -10,6 +10,8 @@ from ansible.errors import AnsibleFilterError
 
 from ogc_testlib import collection_plugin, openstack_python
 
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.nova import override_ini
+
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 nova_pci = collection_plugin("filter", "nova_pci")
 
@@ -290,7 +292,7 @@ def test_oslo_group_names_match_oslo_config_itself():
     code = "import json, sys; from oslo_config import cfg; print(json.dumps([cfg._normalize_group_name(n) for n in json.loads(sys.argv[1])]))"
     out = subprocess.run([openstack_python(), "-c", code, json.dumps(names)], capture_output=True,
                          text=True, check=True, timeout=60).stdout
-    assert json.loads(out) == [nova_pci.oslo_group_name(n) for n in names]
+    assert json.loads(out) == [override_ini.oslo_group_name(n) for n in names]
 
 
 # --- PCI in Placement ------------------------------------------------------------------------

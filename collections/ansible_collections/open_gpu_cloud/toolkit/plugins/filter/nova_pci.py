@@ -26,6 +26,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import address as pci_address
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.nova import placement as pci_placement
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci.alias import alias_name_error
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.nova.override_ini import parse_override
 
 # Nova 2026.1 (nova 33.x) default of [filter_scheduler] enabled_filters, read from
 # nova.conf.scheduler.filter_scheduler_opts; tests/unit/nova/test_nova_pci.py compares it with Nova's
@@ -224,58 +225,6 @@ def nova_pci_available_filters(_unused=None):
     return list(NOVA_AVAILABLE_FILTERS)
 
 
-def oslo_group_name(section):
-    """The option group a section header names, as oslo.config decides it
-    (``oslo_config.cfg._normalize_group_name``): ``DEFAULT`` as written, any other name lowercased,
-    so ``[PCI]`` is the ``pci`` group Nova reads. The header's text is taken between the brackets
-    without stripping, as ``oslo_config.iniparser`` does."""
-    return section if section == "DEFAULT" else section.lower()
-
-
-def _split_key_value(line):
-    """Key and value of an assignment the way ``oslo_config.iniparser`` splits it: at the first
-    ``=`` or ``:``, whichever comes first; None when the line has neither."""
-    colon, equal = line.find(":"), line.find("=")
-    if colon < 0 and equal < 0:
-        return None
-    at = equal if colon < 0 or (0 <= equal < colon) else colon
-    return line[:at], line[at + 1:]
-
-
-def _parse_ini(text, begin, end):
-    """Split an override file into (operator settings, our block's settings).
-
-    Each is a list of ``(section, key, value, line_number)``, the section being the oslo.config
-    group (see ``oslo_group_name``). Comment lines, Jinja statement lines and continuation lines
-    are skipped. The lines between ``begin`` and ``end`` markers (ours) go to the second list.
-    """
-    operator, ours = [], []
-    section = "DEFAULT"
-    inside = False
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if line == begin:
-            inside = True
-            continue
-        if line == end:
-            inside = False
-            continue
-        if not line or line[0] in "#;" or line.startswith("{%") or line.startswith("{#"):
-            continue
-        if raw[:1] in (" ", "\t"):
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            section = oslo_group_name(raw.rstrip()[1:-1])
-            continue
-        pair = _split_key_value(line)
-        if pair is None:
-            continue
-        key, value = pair
-        item = (section, key.strip().lower(), value.strip(), number)
-        (ours if inside else operator).append(item)
-    return operator, ours
-
-
 def _files_for(host, service):
     return [f.format(host=host, service=service) for f in _CHAIN]
 
@@ -305,7 +254,7 @@ def nova_pci_override_check(files, hosts, aliases, begin, end, controllers=None)
     for path, text in files.items():
         if not isinstance(text, str):
             _fail(f"nova_pci: content of {path} must be text, got {text!r}")
-        parsed[path] = _parse_ini(text, begin, end)
+        parsed[path] = parse_override(text, begin, end)
 
     conflicts = []
     operator_filters = {}

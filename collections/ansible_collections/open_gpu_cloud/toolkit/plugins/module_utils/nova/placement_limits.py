@@ -34,7 +34,7 @@ kolla-ansible's ``placement.conf`` override.
 
 from __future__ import annotations
 
-from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.nova import placement
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.nova import override_ini, placement
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import alias as pci_alias
 
 LIMITS_SINCE = (2023, 2)
@@ -170,26 +170,11 @@ def for_deployment(specs_by_host, release, in_placement, flavors=None):
 
 def operator_settings(files, begin, end):
     """["<file>: [section] option", ...] for each of Placement's candidate options that an override file sets outside
-    this project's marked block (files: {path relative to node_custom_config: text}): such a setting is the
-    operator's, and the role does not write its own beside it."""
-    wanted = {f"{section}.{option}" for section, option in OPTIONS}
+    this project's marked block (files: {path relative to node_custom_config: text}; read as oslo.config reads them,
+    ``nova/override_ini.py``): such a setting is the operator's, and the role does not write its own beside it."""
+    wanted = set(OPTIONS)
     found = []
     for path in sorted(files):
-        section, inside = None, False
-        for raw in files[path].splitlines():
-            line = raw.strip()
-            if line == begin:
-                inside = True
-                continue
-            if line == end:
-                inside = False
-                continue
-            if inside or not line or line.startswith(("#", ";")):
-                continue
-            if line.startswith("[") and line.endswith("]"):
-                section = line[1:-1].strip()
-            elif "=" in line and section is not None:
-                option = line.split("=", 1)[0].strip()
-                if f"{section}.{option}" in wanted:
-                    found.append(f"{path}: [{section}] {option}")
+        operator, _ours = override_ini.parse_override(files[path], begin, end)
+        found += [f"{path}: [{section}] {key}" for section, key, _value, _line in operator if (section, key) in wanted]
     return found
