@@ -245,11 +245,9 @@ def run_without_viommu(guest, vendor: str, workdir: Path) -> LeftAlone:
     seed_sandbox(sandbox, vendor, iommu_off=False)
     step = boot_and_plan(guest, f"{vendor}-no-iommu", grub_kernel_args(sandbox), workdir, "boot1", host,
                          expect=["iommu off"])
-    for name in ("sys", "proc"):
-        (sandbox / name).symlink_to(step.boot.root / name)
     calls = sandbox.parent / "boot-config.jsonl"
     before, calls_before = sandbox_files(sandbox), calls.read_text().splitlines()
-    role_run = configure_host_with_role(sandbox, host, workdir / "configure")
+    role_run = configure_host(sandbox, step, workdir / "configure")
     log = reboot_log(sandbox)
     return LeftAlone(vendor=vendor, step=step, role_run=role_run, files_before=before, files_after=sandbox_files(sandbox),
                      boot_config_calls=calls.read_text().splitlines()[len(calls_before):],

@@ -39,6 +39,14 @@ def _flow(runs, vendor) -> scenario.Flow:
     return flow
 
 
+def _changed_on_the_host(role_run: str) -> list[str]:
+    """The tasks the run's "WHAT CHANGED" lists for the host itself (not those marked "(on localhost)": the plan role's
+    plan file on the control host)."""
+    changed = role_run.split("WHAT CHANGED", 1)[-1]
+    return [line.strip() for line in changed.splitlines()
+            if line.strip().startswith("- ") and not line.strip().endswith("(on localhost)")]
+
+
 def _drivers(step) -> dict:
     return {d["address"]: d["driver"] for d in step.facts["devices"]}
 
@@ -127,10 +135,8 @@ def test_host_role_on_the_real_kernels_tree_changes_nothing_and_verifies(realker
     # The first run after the settling reboot changes one thing on the host: it forgets that reboot in the state
     # file. (The plan role before it writes the plan of the new boot on the control host: "(on localhost)".)
     assert recap and re.search(r"\bfailed=0\b", recap[-1]), flow.final_role_run[-3000:]
-    changed = flow.final_role_run.split("WHAT CHANGED", 1)[-1]
-    on_the_host = [line.strip() for line in changed.splitlines()
-                   if line.strip().startswith("- ") and not line.strip().endswith("(on localhost)")]
-    assert on_the_host == ["- open_gpu_cloud.toolkit.passthrough_host : Forget the reboot that settled the plan"], changed
+    assert _changed_on_the_host(flow.final_role_run) == [
+        "- open_gpu_cloud.toolkit.passthrough_host : Forget the reboot that settled the plan"], flow.final_role_run[-3000:]
     words = " ".join(flow.final_role_run.split())  # the YAML callback wraps long messages
     assert f"realkernel-{vendor}: ready; 2 device(s) for Nova ({GPU_A}, {GPU_B}), 3 on vfio-pci." in words
 
@@ -154,10 +160,7 @@ def test_without_a_viommu_no_reboot_is_planned_and_the_host_role_leaves_the_host
     assert "give the virtual machine a virtual IOMMU" in plan["blocked_by"][0]["fix"]
     assert run.files_after == run.files_before, sorted(set(run.files_after) ^ set(run.files_before))
     assert run.boot_config_calls == [] and run.reboots == []
-    changed = run.role_run.split("WHAT CHANGED", 1)[-1]
-    on_the_host = [line.strip() for line in changed.splitlines()
-                   if line.strip().startswith("- ") and not line.strip().endswith("(on localhost)")]
-    assert on_the_host == [], changed
+    assert _changed_on_the_host(run.role_run) == [], run.role_run[-3000:]
     words = " ".join(run.role_run.split())  # the YAML callback wraps long messages
     assert f"realkernel-{vendor}-no-viommu (GPU " in words and \
         "left alone - nothing is written on this host and it is not rebooted" in words, words[-3000:]

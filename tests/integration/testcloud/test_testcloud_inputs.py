@@ -29,20 +29,26 @@ def start(tmp_path, *args):
     return proc.returncode, proc.stdout + proc.stderr, state
 
 
-@pytest.mark.parametrize("content, message", [
-    (None, "cannot be read (No such file or directory): render it first (playbooks/nova.yml"),
-    ("[DEFAULT]\nhost = ctl01\n[filter_scheduler]\nenabled_filters = ComputeFilter\n",
+@pytest.mark.parametrize("option, name, content, message", [
+    ("--nova-pci-from", "nova.conf", None,
+     "cannot be read (No such file or directory): render it first (playbooks/nova.yml"),
+    ("--nova-pci-from", "nova.conf", "[DEFAULT]\nhost = ctl01\n[filter_scheduler]\nenabled_filters = ComputeFilter\n",
      "has no [pci] device_spec and alias: it is not the nova-compute configuration of a GPU host"),
-    (RENDERED_OK_PCI, "has no [filter_scheduler] enabled_filters (nova_pci_config writes them"),
-    ("[pci\nalias = x\n", "not a nova.conf kolla-ansible rendered"),
+    ("--nova-pci-from", "nova.conf", RENDERED_OK_PCI,
+     "has no [filter_scheduler] enabled_filters (nova_pci_config writes them"),
+    ("--nova-pci-from", "nova.conf", "[pci\nalias = x\n", "not a nova.conf kolla-ansible rendered"),
+    ("--placement-from", "placement.conf", None, "cannot be read (No such file or directory)"),
+    ("--placement-from", "placement.conf", "[DEFAULT]\ndebug = true\n[api]\nauth_strategy = keystone\n",
+     "has no [placement] or [workarounds] option"),
+    ("--placement-from", "placement.conf", "[placement\nmax_allocation_candidates = 1000\n", "not an INI file"),
 ])
-def test_bad_rendered_configuration(tmp_path, content, message):
-    path = tmp_path / "nova.conf"
+def test_bad_rendered_configuration(tmp_path, option, name, content, message):
+    path = tmp_path / name
     if content is not None:
         path.write_text(content)
-    rc, out, state = start(tmp_path, "--with-compute", "--nova-pci-from", str(path))
+    rc, out, state = start(tmp_path, "--with-compute", option, str(path))
     assert rc == 1, out
-    assert "testcloud: start failed: " in out and str(path) in out and message in out, out
+    assert f"testcloud: start failed: {option} {path}" in out and message in out, out
     assert "Traceback" not in out
     assert not state.exists()  # nothing written
 
@@ -70,17 +76,3 @@ def test_compute_options_need_with_compute(tmp_path):
     assert rc == 2 and "--nova-pci-from, --fake-gpus, --compute-host and --placement-from need --with-compute" in out, out
     assert not os.path.exists(state)
 
-
-@pytest.mark.parametrize("content, message", [
-    (None, "cannot be read (No such file or directory)"),
-    ("[DEFAULT]\ndebug = true\n[api]\nauth_strategy = keystone\n", "has no [placement] or [workarounds] option"),
-    ("[placement\nmax_allocation_candidates = 1000\n", "not an INI file"),
-])
-def test_bad_placement_configuration(tmp_path, content, message):
-    path = tmp_path / "placement.conf"
-    if content is not None:
-        path.write_text(content)
-    rc, out, state = start(tmp_path, "--with-compute", "--placement-from", str(path))
-    assert rc == 1, out
-    assert f"testcloud: start failed: --placement-from {path}" in out and message in out, out
-    assert "Traceback" not in out and not state.exists()
