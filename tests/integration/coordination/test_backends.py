@@ -222,3 +222,26 @@ def test_the_lease_ttl_limit_checked_before_any_host_is_etcd_s_own(etcd):
         backend.revoke(largest)
     assert be.ttl_problem("etcd", be.MAX_TTL["etcd"], backend.shown) is None
     assert "outside what" in be.ttl_problem("etcd", be.MAX_TTL["etcd"] + 1, backend.shown)
+
+
+def test_the_wave_limit_checked_before_any_host_is_etcd_s_own(etcd):
+    """backend.MAX_WAVE["etcd"], which the rollout holds a wave to (check entry point, then the planned waves), is
+    what the real etcd takes in the one transaction that gives a wave its slots: a wave of 128 hosts gets them, one
+    of 129 is refused by etcd itself."""
+    backend = be.open_backend(f"{etcd.url}/wave-limit")
+    here = holder("wave-limit")
+    lease = grant(backend, here, ttl=60)
+    try:
+        largest = [f"gpu-{n:03d}" for n in range(be.MAX_WAVE["etcd"])]
+        assert slots.acquire(backend, largest[0], largest, len(largest), here, 0.0, lease)[:2] == (0, leases.FREE)
+        assert len(backend.read().slots) == be.MAX_WAVE["etcd"]
+        slots_taken = [slots.release(backend, host, here) for host in largest]
+        assert all(slots_taken) and not backend.read().slots
+        beyond = largest + ["gpu-128"]
+        with pytest.raises(be.BackendError, match="too many operations in txn request"):
+            slots.acquire(backend, beyond[0], beyond, len(beyond), here, 0.0, lease)
+    finally:
+        backend.revoke(lease)
+    assert be.wave_problem("etcd", be.MAX_WAVE["etcd"], backend.shown) is None
+    assert "one transaction of at most 128 operations" in be.wave_problem("etcd", 129, backend.shown)
+    assert be.wave_problem("file", 10_000, "file:///srv/coordination") is None

@@ -115,3 +115,36 @@ def test_a_coordination_directory_whose_lock_stays_held_fails_after_the_read_tim
                                      f"{tmp_path}/coordination/.lock stayed held by another process for 1.")
     assert "longer than 1 s (passthrough_rollout_coordination_read_timeout); find it with: fuser" in str(exc.value)
     assert backend.read().stop == {"time": 1.0}  # free again: read at once
+
+
+@pytest.mark.parametrize("url, batch, play_hosts, refused", [
+    ("etcd3+http://127.0.0.1:2379/ogc", 129, 400, True),      # a wave of 129 hosts: more than etcd's 128 operations
+    ("etcd3+http://127.0.0.1:2379/ogc", 200, 129, True),      # the batch bounded by the play's hosts: still 129
+    ("etcd3+http://127.0.0.1:2379/ogc", 129, 128, False),     # no wave of this run can hold more than 128
+    ("etcd3+http://127.0.0.1:2379/ogc", 128, 400, False),
+    ("etcd3+http://127.0.0.1:2379/ogc", "50%", 400, False),   # of the fleet: checked when the waves are planned
+    ("file:///srv/ogc/coordination", 500, 1000, False),       # a directory backend has no such limit
+])
+def test_the_rollout_s_check_refuses_a_wave_the_coordination_backend_cannot_take(url, batch, play_hosts, refused):
+    values = {"passthrough_rollout_coordination_url": url, "passthrough_rollout_reboot_batch": batch}
+    errors = [e for e in checks.rollout_var_errors(values, "h1", play_hosts) if "passthrough_rollout_reboot_batch" in e]
+    if refused:
+        (error,) = errors
+        assert error.startswith("h1: passthrough_rollout_reboot_batch gives a wave of 129 hosts, and "
+                                "etcd3+http://127.0.0.1:2379/ogc takes a wave's reboot slots in one transaction of at "
+                                "most 128 operations")
+        assert 'give a batch of at most 128 hosts, e.g. {"passthrough_rollout_reboot_batch": 128}' in error
+    else:
+        assert errors == []
+
+
+def test_the_planned_waves_are_held_to_what_the_backend_takes():
+    """A percentage's waves, known once the fleet is counted (roles/passthrough_rollout tasks/plan.yml)."""
+    url = "etcd3+http://127.0.0.1:2379/ogc"
+    waves = {"size": 130, "waves": [["h0"], [f"h{n}" for n in range(1, 131)]]}
+    (error,) = checks.wave_errors(waves, url, "h0")
+    assert error.startswith("h0: passthrough_rollout_reboot_batch gives a wave of 130 hosts")
+    assert checks.wave_errors({"size": 128, "waves": [["h0"], [f"h{n}" for n in range(1, 129)]]}, url, "h0") == []
+    assert checks.wave_errors(waves, "file:///srv/ogc/coordination", "h0") == []
+    assert checks.wave_errors({"size": 1, "waves": []}, url, "h0") == []
+    assert checks.wave_errors(waves, "etcd3+http://user:secret@127.0.0.1:2379", "h0") == []  # the check refused it

@@ -15,7 +15,10 @@ One filter per check point of a role, so a host is checked in one task there ins
 * ``passthrough_host_bios_enables``: what the BIOS attributes staged on the BMC switch on (roles/passthrough_host
   tasks/firmware.yml), which the preflight does not refuse as off;
 * ``passthrough_rollout_var_errors``: the rollout's drain variables, before the host role writes anything
-  (roles/passthrough_rollout tasks/check.yml; the batch's rule is plugins/filter/reboot_waves.py's).
+  (roles/passthrough_rollout tasks/check.yml; the batch's rule is plugins/filter/reboot_waves.py's);
+* ``passthrough_rollout_wave_errors``: the planned reboot waves against what the coordination backend takes in one
+  transaction (roles/passthrough_rollout tasks/plan.yml, before any slot is taken; the rule is
+  plugins/module_utils/coordination/backend.py's wave_problem).
 
 Each returns a list of messages, empty when nothing is wrong; the role asserts the list is empty and joins the
 messages into one failure.
@@ -167,9 +170,10 @@ def renamed_errors(values, host):
             + ", ".join(f"{name} -> {RENAMED[name]}" for name in old) + "), then run this play again."]
 
 
-def coordination_errors(values, host):
+def coordination_errors(values, host, play_hosts=None):
     """The refusals of the rollout's coordination variables: the backend's URL (backend.parse_url: a scheme this
-    version reads, no credentials - never echoed), a directory backend that is a symbolic link, no directory, or the
+    version reads, no credentials - never echoed), a lease TTL or (for a batch of a number of hosts, with the play's
+    PLAY_HOSTS) a wave the backend cannot take, a directory backend that is a symbolic link, no directory, or the
     plan directory (or inside it, or holding it), and the retired passthrough_host_reboot_slots_dir."""
     errors = []
     if values.get("passthrough_host_reboot_slots_dir") is not None:
@@ -191,6 +195,13 @@ def coordination_errors(values, host):
         problem = backend.ttl_problem(kind, int(ttl), shown)
         if problem:
             errors.append(f"{host}: {problem}.")
+    batch = values.get("passthrough_rollout_reboot_batch")
+    if isinstance(play_hosts, int) and isinstance(batch, int) and not isinstance(batch, bool) and batch >= 1:
+        # A wave of this run holds at most the batch, and at most the play's hosts (a percentage is of the fleet, known
+        # when the waves are planned: wave_errors).
+        problem = backend.wave_problem(kind, min(batch, play_hosts), shown)
+        if problem:
+            errors.append(f"{host}: {problem}.")
     if kind == "file":
         problem = backend.FileBackend(settings["path"], shown).problem()
         if problem:
@@ -209,7 +220,20 @@ def coordination_errors(values, host):
     return errors
 
 
-def rollout_var_errors(values, host):
+def wave_errors(waves, url, host):
+    """The refusal of the planned reboot waves (reboot_waves.py's {size, serial, waves}) that the coordination
+    backend at URL cannot take (backend.wave_problem), as a list of one message naming the host (empty when it can,
+    or when the URL is refused already by the check entry point)."""
+    largest = max((len(wave) for wave in (waves or {}).get("waves", [])), default=0)
+    try:
+        kind, _settings, shown = backend.parse_url(url)
+    except backend.BackendError:
+        return []
+    problem = backend.wave_problem(kind, largest, shown)
+    return [f"{host}: {problem}."] if problem else []
+
+
+def rollout_var_errors(values, host, play_hosts=None):
     """The refusals of the passthrough_rollout role's drain, timeout and coordination variables (its batch:
     reboot_waves.py's batch_errors).
 
@@ -226,7 +250,7 @@ def rollout_var_errors(values, host):
         errors.append(f"{host}: {', '.join(bad)} must be a number of seconds (an int: the lease at least 5, a timeout "
                       "at least 1).")
     errors += renamed_errors(values, host)
-    errors += coordination_errors(values, host)
+    errors += coordination_errors(values, host, play_hosts)
     clouds_yaml = locations.path_problem("passthrough_rollout_drain_clouds_yaml",
                                          values.get("passthrough_rollout_drain_clouds_yaml", ""), allow_empty=True)
     if clouds_yaml:
@@ -394,4 +418,5 @@ class FilterModule:
             "passthrough_host_has_work": has_work,
             "passthrough_host_bios_enables": bios_enables,
             "passthrough_rollout_var_errors": rollout_var_errors,
+            "passthrough_rollout_wave_errors": wave_errors,
         }

@@ -46,7 +46,8 @@ from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.common impo
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.coordination import leases
 
 __all__ = ["BackendError", "Unavailable", "LeaseLost", "View", "parse_url", "open_backend", "FileBackend",
-           "EtcdBackend", "lease_id_of", "VARIABLE", "trust_problem", "ttl_problem", "MAX_TTL", "MIN_TTL"]
+           "EtcdBackend", "lease_id_of", "VARIABLE", "trust_problem", "ttl_problem", "MAX_TTL", "MIN_TTL",
+           "wave_problem", "MAX_WAVE"]
 
 VARIABLE = "passthrough_rollout_coordination_url"
 ETCD_OPTIONS = ("ca_cert", "cert_cert", "cert_key")
@@ -175,6 +176,24 @@ def ttl_problem(kind, ttl, shown):
         return (f"{TTL_VARIABLE} ({ttl}) is outside what {shown} takes: from {MIN_TTL} to {MAX_TTL[kind]:,} s "
                 f"({what}). A dead control host's slots stay held this long: give seconds, e.g. 60")
     return None
+
+
+# A wave's reboot slots are taken in one transaction, a put per host of the wave (slots.acquire: all or none). etcd runs
+# a transaction of at most 128 operations (its --max-txn-ops, 128 unless its server is started with another; beyond
+# it answers "etcdserver: too many operations in txn request"); a directory backend has no such limit.
+MAX_WAVE = {"etcd": 128}
+BATCH_VARIABLE = "passthrough_rollout_reboot_batch"
+
+
+def wave_problem(kind, hosts, shown):
+    """Why a wave of ``hosts`` hosts of this run cannot take its reboot slots on the backend of kind ``kind``
+    (``shown``: its URL as shown), or None."""
+    limit = MAX_WAVE.get(kind)
+    if limit is None or hosts <= limit:
+        return None
+    return (f"{BATCH_VARIABLE} gives a wave of {hosts} hosts, and {shown} takes a wave's reboot slots in one "
+            f"transaction of at most {limit} operations (etcd's --max-txn-ops, {limit} unless its server is started "
+            f"with another): give a batch of at most {limit} hosts, e.g. {{\"{BATCH_VARIABLE}\": {limit}}}")
 
 
 def trust_problem(kind, settings):
