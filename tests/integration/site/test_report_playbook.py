@@ -161,3 +161,22 @@ def test_report_loads_plans_through_the_loader(tmp_path, fixture_host):
     assert rc != 0, out
     assert f"passthrough_plan_load: host seed: plan file {plans}/seed.json is stale" in flat, out
     assert "run: ansible-playbook playbooks/plan.yml -i inventory/<env> --limit seed" in flat, out
+
+    # A plan file another user could have written (planted in the shared plan directory: it would count in the fleet,
+    # reach Nova and the report): refused, naming the file, its owner and mode and the fix; nothing is written. The
+    # advice followed (the file is this user's alone), the report is made again.
+    inventory = fixture_inventory(tmp_path, fixture_host)  # the policy the plans were made with again
+    planted = plans / "planted.json"
+    planted.write_text(json.dumps(dict(other, plan=dict(other["plan"], host="planted"))))
+    os.chown(planted, 65534, 65534)  # nobody
+    markdown.unlink()
+    rc, out = project_playbook(inventory, *where, playbook="report.yml")
+    flat = " ".join(out.split())
+    assert rc != 0 and "Traceback" not in out, out
+    assert (f"passthrough_fleet: The plan file {planted} is owned by nobody, mode 0644: another user than this one "
+            f"could have written it (chown root {planted}).") in flat, out
+    assert "The plan directory is the fleet's record" in flat and not markdown.exists()
+    advice = re.search(r"\((chown root \S+)\)", flat).group(1).split()
+    subprocess.run(advice, check=True, timeout=30)
+    rc, out = project_playbook(inventory, *where, playbook="report.yml")
+    assert rc == 0 and "planted" in markdown.read_text(), out

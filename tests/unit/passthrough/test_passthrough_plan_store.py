@@ -389,3 +389,48 @@ def test_retired_aliases_are_every_alias_ever_offered_less_those_offered_now(his
     ever = {name for aliases in history[:-1] for name in aliases}
     assert record.get("retired_aliases", []) == sorted(ever - set(history[-1]))
     assert store.plan_record(_plan_of(*history[-1]), {}, {}, previous=previous) == record
+
+
+TRUSTED = {0: "root", 1000: "ogc"}
+
+
+def _found(path, uid=1000, mode="0644", name="ogc"):
+    return {"path": path, "uid": uid, "mode": mode, "pw_name": name}
+
+
+def test_a_plan_file_another_user_could_have_written_is_refused_naming_owner_mode_and_fix():
+    # The plan directory is the fleet's record: a file planted by another user would count in a percentage reboot
+    # batch (more hosts rebooted at once) and reach Nova's device specs.
+    found = [_found("/plans/gpu1.json"), _found("/plans/gpu2.json", uid=0, name="root"),
+             _found("/plans/gpu9.json", uid=1001, name="mallory"), _found("/plans/gpu3.json", mode="0664")]
+    with pytest.raises(store.PlanError) as caught:
+        store.fleet(found, ["gpu1"], trusted=TRUSTED)
+    message = str(caught.value)
+    assert message.startswith(
+        "passthrough_fleet: The plan file /plans/gpu3.json is owned by ogc, mode 0664: another user than this one could "
+        "have written it (chmod go-w /plans/gpu3.json). The plan file /plans/gpu9.json is owned by mallory, mode 0644: "
+        "another user than this one could have written it (chown ogc /plans/gpu9.json). The plan directory is the "
+        "fleet's record"), message
+    assert "nothing was read from it" in message and "gpu1.json" not in message and "gpu2.json" not in message
+    # This user's and root's files, not writable by others, are the fleet.
+    assert store.fleet(found[:2], ["gpu1"], trusted=TRUSTED)["hosts"] == ["gpu1", "gpu2"]
+    # Paths alone carry no owner: not checked (the filter always passes find's results).
+    assert store.fleet(["/plans/gpu9.json"], [], trusted=TRUSTED)["hosts"] == ["gpu9"]
+
+
+@given(uid=st.integers(min_value=0, max_value=70000), mode=st.integers(min_value=0, max_value=0o7777))
+@settings(max_examples=200, deadline=None)
+def test_a_plan_file_is_trusted_exactly_when_a_trusted_user_owns_it_and_no_other_may_write_it(uid, mode):
+    problems = store.untrusted_plan_files([_found("/plans/h.json", uid=uid, mode=f"{mode:04o}", name="x")], TRUSTED)
+    trusted = uid in TRUSTED and not mode & 0o022
+    assert (problems == []) == trusted
+    if not trusted:
+        (problem,) = problems
+        assert "/plans/h.json" in problem and f"mode {mode:04o}" in problem
+        assert ("chown ogc" in problem) == (uid not in TRUSTED) and ("chmod go-w" in problem) == bool(mode & 0o022)
+
+
+@pytest.mark.parametrize("uid, mode", [(None, "0644"), ("1000", "0644"), (1000, "rw-r--r--"), (True, "0644")])
+def test_a_plan_file_of_unknown_owner_or_mode_is_refused(uid, mode):
+    (problem,) = store.untrusted_plan_files([_found("/plans/h.json", uid=uid, mode=mode)], TRUSTED)
+    assert problem.startswith("The plan file /plans/h.json: its owner and mode are unknown")

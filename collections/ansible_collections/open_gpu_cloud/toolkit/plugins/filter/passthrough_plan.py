@@ -12,6 +12,8 @@ Nova decide what can be passed). Here each filter calls its function and turns `
 from __future__ import annotations
 
 import functools
+import os
+import pwd
 
 from ansible.errors import AnsibleFilterError
 
@@ -49,7 +51,22 @@ plan_load = _adapter(store.plan_load)
 fleet_plan_load = _adapter(store.fleet_plan_load)
 plans_only = _adapter(store.plans_only)
 retired_alias_hosts = _adapter(store.retired_alias_hosts)
-fleet = _adapter(store.fleet)
+
+
+@_adapter
+def fleet(plan_files, inventory_hosts):
+    """``found.files | passthrough_fleet(groups['all'])``: store.fleet, a plan file trusted when this user (the
+    controller's, on the control host where the files are) or root owns it."""
+    return store.fleet(plan_files, inventory_hosts, trusted={0: "root", os.geteuid(): _user_name(os.geteuid())})
+
+
+def _user_name(uid):
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
 plan_file_host = store.plan_file_host
 
 

@@ -261,21 +261,34 @@ def plan_file_host(path):
     return path.rsplit("/", 1)[-1][:-len(".json")]
 
 
-def fleet(plan_files, inventory_hosts):
+def fleet(plan_files, inventory_hosts, trusted=None):
     """The fleet as the plan directory records it: one ``<host>.json`` per GPU host, shared by every AWX job slice
     (roles/passthrough/tasks/fleet.yml finds the files). A host with a plan file that this inventory does not
     hold is another slice's, or a host that left the fleet. Returns ``{"plan_files", "hosts", "others",
     "other_plan_files"}``: the files (sorted), their hosts (sorted, once each), the hosts of those this inventory
     does not hold (sorted, once each) and those hosts' files (sorted).
 
-    :param plan_files: the paths of the plan files found.
+    The plan files are what Nova's device specs and aliases, the report and the fleet a percentage reboot batch is
+    of are made from: a file another user could have written is refused, never counted (``untrusted_plan_files``).
+
+    :param plan_files: the plan files found: their paths, or ansible.builtin.find's results (``path``, ``uid``,
+        ``mode``, ``pw_name``), whose owner and mode are then checked against ``trusted`` (a path alone is not).
     :param inventory_hosts: the inventory's hosts (``groups['all']``).
-    :raises PlanError: a path that is no plan file (<host>.json).
+    :param trusted: the owners a plan file may have, ``{uid: name}`` (this user and root); None checks none.
+    :raises PlanError: a path that is no plan file (<host>.json); a plan file another user could have written.
     """
     if not isinstance(plan_files, (list, tuple)) or not isinstance(inventory_hosts, (list, tuple)):
         raise PlanError(f"passthrough_fleet: the plan files and the inventory's hosts must be lists, got "
                         f"{plan_files!r} and {inventory_hosts!r}")
-    plan_files = sorted(plan_files)
+    found = [entry if isinstance(entry, Mapping) else {"path": entry} for entry in plan_files]
+    if trusted is not None:
+        untrusted = untrusted_plan_files([entry for entry in plan_files if isinstance(entry, Mapping)], trusted)
+        if untrusted:
+            raise PlanError("passthrough_fleet: " + " ".join(untrusted) + " The plan directory is the fleet's record "
+                            "(Nova's device specs and aliases, the report, the fleet a percentage reboot batch is "
+                            "of): nothing was read from it. Remove a file that is not a plan of this project's, or "
+                            "make it this user's alone as the message says; then run again.")
+    plan_files = sorted(str(entry.get("path")) for entry in found)
     hosts = {}
     for path in plan_files:
         hosts[path] = plan_file_host(path)
@@ -285,6 +298,30 @@ def fleet(plan_files, inventory_hosts):
     others = [path for path in plan_files if hosts[path] not in inventory]
     return {"plan_files": plan_files, "hosts": sorted(set(hosts.values())),
             "others": sorted({hosts[path] for path in others}), "other_plan_files": others}
+
+
+def untrusted_plan_files(found, trusted):
+    """One sentence for each plan file found (``{path, uid, mode, pw_name}``, ansible.builtin.find's) that another
+    user than the trusted ones (``{uid: name}``: this user, root) owns, or that group or others may write (a file the plan role
+    writes is this user's, mode 0644), naming its owner, its mode and the commands that make it this user's alone;
+    a file whose owner or mode is unknown is named too. Empty when every file is trusted."""
+    problems = []
+    for entry in sorted(found, key=lambda e: str(e.get("path"))):
+        path, uid, mode = entry.get("path"), entry.get("uid"), entry.get("mode")
+        try:
+            bits = int(str(mode), 8)
+        except ValueError:
+            bits = None
+        if isinstance(uid, bool) or not isinstance(uid, int) or bits is None:
+            problems.append(f"The plan file {path}: its owner and mode are unknown ({uid!r}, {mode!r}).")
+            continue
+        me = trusted[max(trusted)] if trusted else "root"  # this user (root's uid is the least)
+        fixes = ([f"chown {me} {path}"] if uid not in trusted else []) + \
+            ([f"chmod go-w {path}"] if bits & 0o022 else [])
+        if fixes:
+            problems.append(f"The plan file {path} is owned by {entry.get('pw_name') or 'uid ' + str(uid)}, mode "
+                            f"{bits:04o}: another user than this one could have written it ({' && '.join(fixes)}).")
+    return problems
 
 
 def fleet_plan_load(text, path):
