@@ -9,11 +9,15 @@ from __future__ import annotations
 import functools
 import hashlib
 import http.server
+import json
 import os
 import socket
+import sys
 import threading
 
 import pytest
+
+from ogc_testlib import fixture_inventory, project_playbook
 
 pytestmark = pytest.mark.integration
 
@@ -427,8 +431,6 @@ all:
 
 
 def test_recovery_after_wiping_the_databases(testcloud, tmp_path):
-    import sys  # pylint: disable=import-outside-toplevel
-
     inventory = tmp_path / "inventory.yml"
     allow_list = tmp_path / "allow-list.json"
     allow_list.write_text('["octocat", "hubot"]')
@@ -471,3 +473,36 @@ def test_recovery_after_wiping_the_databases(testcloud, tmp_path):
     assert converged["sections"] == ["flavors"] and converged["changed"] is False
     assert "open_gpu_cloud.toolkit.cloud_resources : Decide the PCI aliases flavors may ask for" in res
     conn.close()
+
+
+def test_a_gpu_flavor_no_host_could_serve_under_its_numa_policy_is_refused_before_anything(testcloud, tmp_path,
+                                                                                          fixture_host):
+    """playbooks/cloud.yml on the seed host's real plan (plan.yml over its fixture tree): a flavor asking for all four
+    V100 with 'required' on a one-node guest, where the plan puts them on two NUMA nodes, is refused before any API
+    call writes (plugins/module_utils/nova/numa.py, the arithmetic in the message); its advice followed (a guest of
+    as many nodes as the GPUs span), the flavor is declared."""
+    inventory = fixture_inventory(tmp_path, fixture_host, fixtures={"seed": "seed-v100"})
+    rc, out = project_playbook(inventory, "-e", f"passthrough_plan_dir={tmp_path}/plans")
+    assert rc == 0, out
+    selected = json.loads((tmp_path / "plans" / "seed.json").read_text())["plan"]["selected"]
+    nodes = sorted({d["numa_node"] for d in selected})
+    assert len(selected) == 4 and len(nodes) == 2, selected  # two GPUs on each of the two nodes
+    specs = {"pci_passthrough:alias": "tesla-v100:4", "hw:cpu_policy": "dedicated",
+             "hw:pci_numa_affinity_policy": "required"}
+    cloud = {"cloud_clouds_yaml": testcloud.clouds_yaml, "cloud_name": "ogc-test",
+             "ansible_python_interpreter": sys.executable, "passthrough_plan_dir": f"{tmp_path}/plans",
+             "cloud_flavors": [{"name": "it_numa_x4", "vcpus": 8, "ram": 4096, "disk": 10, "extra_specs": specs}]}
+    rc, _res, out = testcloud.playbook("playbooks/cloud.yml", "-i", str(inventory), "-e", json.dumps(cloud))
+    said = " ".join(out.split())
+    assert rc != 0 and "Traceback" not in out, out
+    assert ("flavors[0] (it_numa_x4): asks for 4 x tesla-v100 with PCI NUMA affinity policy 'required' (its "
+            "hw:pci_numa_affinity_policy) on a guest of 1 NUMA node(s) (hw:cpu_policy=dedicated)") in said, said
+    assert f"no GPU host holds that: seed has tesla-v100 node {nodes[0]} x2, node {nodes[1]} x2" in said, said
+    conn = testcloud.connect()
+    assert conn.compute.find_flavor("it_numa_x4") is None
+    # The advice: hw:numa_nodes with as many nodes as the GPUs span.
+    cloud["cloud_flavors"][0]["extra_specs"] = dict(specs, **{"hw:numa_nodes": "2"})
+    rc, _res, out = testcloud.playbook("playbooks/cloud.yml", "-i", str(inventory), "-e", json.dumps(cloud))
+    assert rc == 0, out
+    assert conn.compute.find_flavor("it_numa_x4", ignore_missing=False).extra_specs["hw:numa_nodes"] == "2"
+    conn.compute.delete_flavor(conn.compute.find_flavor("it_numa_x4"))

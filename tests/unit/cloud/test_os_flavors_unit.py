@@ -100,6 +100,27 @@ def test_an_alias_no_host_offers_any_more_is_refused_naming_the_hosts_that_had_i
     assert "'h100', which no GPU host provides (aliases in the passthrough plans: l4)" in other
 
 
+def test_the_declared_flavors_alias_check_is_the_modules_own_before_any_type_check():
+    """site.yml asks declared_alias_errors right after the plan phase (roles/cloud_resources, entry point
+    check_flavors), on cloud_flavors as the inventory gives them: the same messages as the module's validate, and
+    an entry of another shape left to the module's argument spec, never a traceback."""
+    retired = {"rtx-2080-ti": ["gpu-002"]}
+    flavors = [{"name": "lab.gpu1", "ram": "256", "extra_specs": {"pci_passthrough:alias": "rtx-2080-ti:1"}},
+               {"name": "ci.gpu", "extra_specs": {"pci_passthrough:alias": "tesla-v100:1"}},
+               {"name": "odd", "extra_specs": {"pci_passthrough:alias": "h100"}},
+               "not a flavor", {"name": "no-specs"}, {"name": "specs-list", "extra_specs": ["x"]}]
+    errors = cloud_flavors.declared_alias_errors(flavors, ["tesla-v100"], retired)
+    assert errors == [
+        cloud_flavors.validate([declared(name="lab.gpu1", extra_specs=flavors[0]["extra_specs"])], ["tesla-v100"],
+                               retired)[0],
+        "flavors[2] (odd): extra spec pci_passthrough:alias='h100' is malformed: " + errors[1].split(": ", 2)[2]]
+    assert errors[0].startswith("flavors[0] (lab.gpu1): extra spec pci_passthrough:alias asks for PCI alias "
+                                "'rtx-2080-ti', which no GPU host provides any more: host gpu-002 offered it")
+    assert cloud_flavors.declared_alias_errors(flavors[1:2], ["tesla-v100"]) == []
+    assert cloud_flavors.declared_alias_errors(flavors, None) == [errors[1]]  # known None: only the form is checked
+    assert cloud_flavors.declared_alias_errors("not a list", ["l4"]) == []
+
+
 @pytest.mark.parametrize("value", [["tesla-t4"], {"tesla-t4": "gpu-002"}, {"tesla-t4": []}, {"tesla-t4": [1]},
                                    {"tesla-t4": [""]}])
 def test_retired_aliases_of_the_wrong_shape_are_refused_not_coerced(value):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Mapping
 
 try:
     from openstack import exceptions as sdk_exceptions
@@ -78,7 +79,6 @@ def validate(flavors, known_aliases, retired_aliases=None):
         offered them (``passthrough_retired_alias_hosts``): a flavor asking for one is refused naming those hosts.
     """
     errors = []
-    retired_aliases = retired_aliases or {}
     seen = {}
     for index, flavor in enumerate(flavors):
         name = flavor.get("name") or ""
@@ -103,32 +103,56 @@ def validate(flavors, known_aliases, retired_aliases=None):
             if len(text) > 255:
                 errors.append(f"{label}: extra spec {key} is longer than 255 characters")
             if key == ALIAS_KEY:
-                try:
-                    aliases = pci_alias.parse_request(text)
-                except ValueError as exc:
-                    errors.append(f"{label}: extra spec {key}='{text}' is malformed: {exc} (expected ALIAS:COUNT with "
-                                  "COUNT a positive integer, several separated by commas, e.g. tesla-v100:1)")
-                    continue
-                if known_aliases is not None:
-                    for alias, _count in aliases:
-                        if alias in known_aliases:
-                            continue
-                        offered = ', '.join(sorted(known_aliases)) or 'none'
-                        hosts = retired_aliases.get(alias)
-                        if hosts:
-                            errors.append(
-                                f"{label}: extra spec {key} asks for PCI alias '{alias}', which no GPU host provides "
-                                f"any more: {_hosts_words(hosts)} offered it before their GPUs were replaced by "
-                                f"another model (aliases in the passthrough plans now: {offered}); ask for one of "
-                                "those in the flavor, or remove the flavor from cloud_flavors (servers already "
-                                "running keep their flavor)")
-                        else:
-                            errors.append(
-                                f"{label}: extra spec {key} asks for PCI alias '{alias}', which no GPU host provides "
-                                f"(aliases in the passthrough plans: {offered}); "
-                                "fix the flavor or the hosts' alias policy")
+                errors += alias_errors(label, text, known_aliases, retired_aliases)
             elif key in BOOL_SPECS and text.lower() not in BOOL_WORDS:
                 errors.append(f"{label}: extra spec {key}='{text}' must be true or false")
+    return errors
+
+
+def alias_errors(label, text, known_aliases, retired_aliases=None):
+    """The problems of one flavor's ``pci_passthrough:alias`` extra spec (``label`` names the flavor): malformed, or
+    asking for an alias no GPU host provides (``known_aliases``; None: not checked), or one only retired hosts
+    offered (``retired_aliases``, ``{alias: [hosts]}``), each naming those hosts."""
+    key = ALIAS_KEY
+    try:
+        aliases = pci_alias.parse_request(text)
+    except ValueError as exc:
+        return [f"{label}: extra spec {key}='{text}' is malformed: {exc} (expected ALIAS:COUNT with COUNT a positive "
+                "integer, several separated by commas, e.g. tesla-v100:1)"]
+    if known_aliases is None:
+        return []
+    errors = []
+    retired_aliases = retired_aliases or {}
+    for alias, _count in aliases:
+        if alias in known_aliases:
+            continue
+        offered = ', '.join(sorted(known_aliases)) or 'none'
+        hosts = retired_aliases.get(alias)
+        if hosts:
+            errors.append(
+                f"{label}: extra spec {key} asks for PCI alias '{alias}', which no GPU host provides any more: "
+                f"{_hosts_words(hosts)} offered it before their GPUs were replaced by another model (aliases in the "
+                f"passthrough plans now: {offered}); ask for one of those in the flavor, or remove the flavor from "
+                "cloud_flavors (servers already running keep their flavor)")
+        else:
+            errors.append(
+                f"{label}: extra spec {key} asks for PCI alias '{alias}', which no GPU host provides (aliases in the "
+                f"passthrough plans: {offered}); fix the flavor or the hosts' alias policy")
+    return errors
+
+
+def declared_alias_errors(flavors, known_aliases, retired_aliases=None):
+    """The alias problems (``alias_errors``) of the declared flavors as the inventory gives them (``cloud_flavors``,
+    before the module's argument spec has checked their types: an entry that is not a mapping, or whose extra specs
+    are not one, is left to it). Makes no API call: site.yml asks it before any host or Nova file is written."""
+    errors = []
+    for index, flavor in enumerate(flavors if isinstance(flavors, (list, tuple)) else []):
+        if not isinstance(flavor, Mapping) or not isinstance(flavor.get("extra_specs"), Mapping):
+            continue
+        label = f"flavors[{index}] ({flavor.get('name') or 'no name'})"
+        for key, value in flavor["extra_specs"].items():
+            if str(key) == ALIAS_KEY:
+                errors += alias_errors(label, spec_value(value), known_aliases, retired_aliases)
     return errors
 
 
