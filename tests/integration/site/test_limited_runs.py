@@ -40,9 +40,9 @@ exit 0
 """
 
 
-def fleet(tmp_path, testcloud, count, lab_alias="rtx-2080-ti"):
+def fleet(tmp_path, compute_cloud, count, lab_alias=None):
     """The fleet's inventory with COUNT hosts (gpu-001 seed-v100, gpu-002 consumer-rtx), state under tmp_path; with
-    two hosts, the lab's flavor lab.gpu1 asks for one GPU of LAB_ALIAS."""
+    LAB_ALIAS, the lab's flavor lab.gpu1 asks for one GPU of it."""
     inventory = fleet_inventory.build(count, str(tmp_path), fixtures=["seed-v100", "consumer-rtx"])
     # A controller, kolla-ansible's control group (only a name here: kolla-ansible is recorded, never run).
     hosts_file = os.path.join(inventory, "hosts.yml")
@@ -71,10 +71,10 @@ def fleet(tmp_path, testcloud, count, lab_alias="rtx-2080-ti"):
         "kolla_deploy_stream_to_tty": False,
         "ci_runner_output_dir": str(tmp_path / "ci-runners"),
         "cloud_name": "ogc-test",
-        "cloud_clouds_yaml": testcloud.clouds_yaml,
+        "cloud_clouds_yaml": compute_cloud.clouds_yaml,
         # The new model's flavor (the guide's step 4): refused unless a plan offers the alias.
         "cloud_flavors": [{"name": "lab.gpu1", "vcpus": 1, "ram": 256, "disk": 1,
-                           "extra_specs": {"pci_passthrough:alias": f"{lab_alias}:1"}}] if count > 1 else [],
+                           "extra_specs": {"pci_passthrough:alias": f"{lab_alias}:1"}}] if lab_alias else [],
     }
     with open(os.path.join(inventory, "group_vars", "all", "zz-control.yml"), "w", encoding="utf-8") as handle:
         handle.write("---\n# The control host's phases: kolla-ansible recorded, the test cloud\n")
@@ -97,16 +97,16 @@ def reboots(tmp_path):
     return [record["name"] for record in fleet_slices.reboots(str(tmp_path))]
 
 
-def test_adding_a_gpu_host_with_a_limit(tmp_path, testcloud):
+def test_adding_a_gpu_host_with_a_limit(tmp_path, compute_cloud):
     state = tmp_path / "state"
     custom = state / "kolla" / "config"
-    inventory = fleet(tmp_path, testcloud, 1)
+    inventory = fleet(tmp_path, compute_cloud, 1)
     rc, out = site(inventory)
     assert rc == 0, out
     assert reboots(tmp_path) == ["gpu-001"] and len(kolla_calls(tmp_path)) == 1
 
     # The operator adds gpu-002 to gpu_hosts and runs the host alone, as the guide used to say.
-    inventory = fleet(tmp_path, testcloud, 2)
+    inventory = fleet(tmp_path, compute_cloud, 2, lab_alias="rtx-2080-ti")
     first_host = {"root": digest(str(state / "hosts" / "gpu-001")),
                   "plan": (state / "plans" / "gpu-001.json").read_bytes(),
                   "nova": (custom / "nova" / "gpu-001" / "nova.conf").read_bytes()}
@@ -152,7 +152,7 @@ def test_adding_a_gpu_host_with_a_limit(tmp_path, testcloud):
     assert "kolla-ansible on ctl-1, gpu-002" in said
     report = (state / "report" / "fleet.md").read_text()
     assert "gpu-001" in report and "gpu-002" in report
-    flavor = testcloud.connect().compute.find_flavor("lab.gpu1", ignore_missing=False)
+    flavor = compute_cloud.connect().compute.find_flavor("lab.gpu1", ignore_missing=False)
     assert flavor.extra_specs == {"pci_passthrough:alias": "rtx-2080-ti:1"}
 
     # The same command again changes nothing, anywhere.
@@ -162,7 +162,8 @@ def test_adding_a_gpu_host_with_a_limit(tmp_path, testcloud):
     assert all(counts["changed"] == 0 for counts in recap(out).values()), out
     assert len(kolla_calls(tmp_path)) == calls and reboots(tmp_path) == ["gpu-001", "gpu-002"]
 
-    replacing_the_gpus_by_another_model(tmp_path, testcloud, inventory, first_host)
+    replacing_the_gpus_by_another_model(tmp_path, compute_cloud, inventory, first_host)
+    removing_the_host(tmp_path, compute_cloud, inventory, first_host)
 
 
 # The lab's new cards: NVIDIA RTX A4000 (GA104GL, 10de:24b0) with its HD audio function (10de:228b), in the slots of
@@ -197,7 +198,7 @@ def swap_the_cards(tmp_path, inventory):
                    timeout=120)
 
 
-def replacing_the_gpus_by_another_model(tmp_path, testcloud, inventory, first_host):
+def replacing_the_gpus_by_another_model(tmp_path, compute_cloud, inventory, first_host):
     """docs/operator-guide.md, "Replacing a GPU by another model", its commands in order, on the fleet above."""
     state = tmp_path / "state"
     custom = state / "kolla" / "config"
@@ -217,7 +218,7 @@ def replacing_the_gpus_by_another_model(tmp_path, testcloud, inventory, first_ho
     assert digest(str(tmp_path)) == before, "a check run wrote something"
 
     # Step 3: the flavor asks for the new model; step 4: the run, as the guide gives it.
-    inventory = fleet(tmp_path, testcloud, 2, lab_alias="rtx-a4000")
+    inventory = fleet(tmp_path, compute_cloud, 2, lab_alias="rtx-a4000")
     calls = len(kolla_calls(tmp_path))
     rc, out = site(inventory, *command)
     assert rc == 0, out
@@ -237,7 +238,7 @@ def replacing_the_gpus_by_another_model(tmp_path, testcloud, inventory, first_ho
     assert '"name": "tesla-v100"' in global_conf
     assert kolla_calls(tmp_path)[calls:] and kolla_calls(tmp_path)[-1].split()[-2:] == ["--limit", "ctl-1,gpu-002"]
     # The flavor follows; the first host is left alone.
-    flavor = testcloud.connect().compute.find_flavor("lab.gpu1", ignore_missing=False)
+    flavor = compute_cloud.connect().compute.find_flavor("lab.gpu1", ignore_missing=False)
     assert flavor.extra_specs == {"pci_passthrough:alias": "rtx-a4000:1"}
     assert first_host == {"root": digest(str(state / "hosts" / "gpu-001")),
                           "plan": (state / "plans" / "gpu-001.json").read_bytes(),
@@ -252,3 +253,87 @@ def replacing_the_gpus_by_another_model(tmp_path, testcloud, inventory, first_ho
     assert rc == 0, out
     assert all(counts["changed"] == 0 for counts in recap(out).values()), out
     assert len(kolla_calls(tmp_path)) == calls and reboots(tmp_path) == ["gpu-001", "gpu-002", "gpu-002"]
+
+
+def remove_host(inventory, *args):
+    proc = run_playbook("-i", inventory, os.path.join(ROOT, "playbooks", "remove_host.yml"), "-e", "remove_host=gpu-002",
+                        *args, timeout=600)
+    return proc.returncode, output(proc)
+
+
+def removing_the_host(tmp_path, compute_cloud, inventory, first_host):
+    """docs/operator-guide.md, "Removing a GPU host", its commands in order, on the fleet above: gpu-002 (now with its
+    RTX A4000 cards) leaves the cloud. kolla-ansible is recorded here, so the compute test cloud's one nova-compute is
+    another host's: Nova and Placement hold nothing of gpu-002 (its service and providers going, and the refusal
+    while servers are on it, are proven on the seed host's nova-compute by test_site_end_to_end.py's move test).
+    Here: what the toolkit keeps of the host goes, the inventory without it leaves the first host alone, and the
+    model only it had loses its alias and its flavor is refused."""
+    state = tmp_path / "state"
+    custom = state / "kolla" / "config"
+    own = custom / "nova" / "gpu-002" / "nova.conf"
+    assert own.is_file() and (state / "plans" / "gpu-002.json").is_file()
+
+    # Step 1: --check --diff says what goes and writes nothing.
+    before = digest(str(tmp_path))
+    rc, out = remove_host(inventory, "--check", "--diff")
+    said = words(out)
+    assert rc == 0, out
+    assert ("gpu-002: Nova and Placement had nothing of it left; its Nova override block, plan and fence record "
+            "would be gone") in said, said
+    # The diff: the project's block leaving the host's override, the plan file going.
+    assert f"--- before: {own} (content)" in out and '-device_spec = {"address": "0000:01:00.0"' in out, out
+    assert f"path: {state / 'plans' / 'gpu-002.json'}" in said and "- state: file + state: absent" in said, said
+    assert digest(str(tmp_path)) == before, "a check run wrote something"
+
+    # Step 2: the removal. genconfig mode: kolla-ansible runs nothing for the host here.
+    calls = len(kolla_calls(tmp_path))
+    rc, out = remove_host(inventory)
+    said = words(out)
+    assert rc == 0, out
+    assert "its Nova override block, plan and fence record are gone" in said, said
+    assert "Now take gpu-002 out of gpu_hosts in the inventory" in said
+    assert not own.exists() and not own.parent.exists()  # only the project's block was in it
+    assert not (state / "plans" / "gpu-002.json").exists()
+    assert len(kolla_calls(tmp_path)) == calls
+
+    # Step 3: out of gpu_hosts. The lab's flavor still asks for the RTX A4000, which only gpu-002 had: refused, naming
+    # the flavor, before anything is written; without the flavor the run leaves gpu-002 out and gpu-001 alone.
+    inventory = fleet(tmp_path, compute_cloud, 1, lab_alias="rtx-a4000")
+    before = digest(str(tmp_path))
+    rc, out = site(inventory)
+    said = words(out)
+    assert rc != 0, out
+    assert ("flavors[0] (lab.gpu1): extra spec pci_passthrough:alias asks for PCI alias 'rtx-a4000', which no GPU "
+            "host provides (aliases in the passthrough plans: tesla-v100)") in said, said
+    assert "Nothing was changed on the hosts or in Nova's configuration by this run: fix cloud_flavors" in said
+    assert "Traceback" not in out and recap(out)["gpu-001"]["changed"] == 0
+    assert digest(str(tmp_path)) == before, "a refused run wrote something"
+    inventory = fleet(tmp_path, compute_cloud, 1)
+    rc, out = site(inventory)
+    said = words(out)
+    assert rc == 0, out
+    global_conf = (custom / "nova.conf").read_text()
+    assert '"name": "tesla-v100"' in global_conf and '"name": "rtx-a4000"' not in global_conf
+    # kolla-ansible once, over the remaining hosts (its host list changed: no limit).
+    (call,) = kolla_calls(tmp_path)[calls:]
+    assert call.split()[0] == "genconfig" and "gpu-002" not in call and "--limit" not in call, call
+    assert reboots(tmp_path) == ["gpu-001", "gpu-002", "gpu-002"]
+    assert first_host == {"root": digest(str(state / "hosts" / "gpu-001")),
+                          "plan": (state / "plans" / "gpu-001.json").read_bytes(),
+                          "nova": (custom / "nova" / "gpu-001" / "nova.conf").read_bytes()}
+    # What the operator sees: the summary and the report have gpu-001 alone.
+    assert "GPU hosts: 1 (gpu-001)" in said and "gpu-002" not in said, said
+    report = (state / "report" / "fleet.md").read_text()
+    assert "gpu-001" in report and "gpu-002" not in report
+
+    # The same site.yml again changes nothing; step 4: remove_host.yml again finds nothing of the host left.
+    calls = len(kolla_calls(tmp_path))
+    rc, out = site(inventory)
+    assert rc == 0 and all(counts["changed"] == 0 for counts in recap(out).values()), out
+    assert len(kolla_calls(tmp_path)) == calls
+    before = digest(str(tmp_path))
+    rc, out = remove_host(inventory)
+    said = words(out)
+    assert rc == 0 and recap(out)["localhost"]["changed"] == 0, out
+    assert "gpu-002: Nova and Placement had nothing of it left" in said, said
+    assert digest(str(tmp_path)) == before
