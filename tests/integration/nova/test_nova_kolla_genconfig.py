@@ -80,11 +80,34 @@ def rendered(tmp_path_factory):
     request = tmp / "check.json"
     request.write_text(json.dumps({
         "files": files, "flavors": aliases + ["no-such-gpu"],
-        "devices": {h: plans[h]["facts"]["devices"] for h in HOSTS}}))
+        "devices": {h: plans[h]["facts"]["devices"] for h in HOSTS},
+        "numa": numa_cases(plans["seed-v100"])}))
     proc = subprocess.run([openstack_python(), str(HERE / "nova_config_check.py"), str(request)],
                           capture_output=True, text=True, timeout=600, cwd=tmp)
     assert proc.returncode == 0, proc.stderr
     return {"plans": plans, "nova": json.loads(proc.stdout), "node": node, "config": config}
+
+
+# GPU flavors of every shape the NUMA rule tells apart: 1 to 4 V100, each policy, on a guest without a NUMA topology,
+# with one node (dedicated CPUs) and with two.
+NUMA_FLAVORS = [{"name": f"x{count}-{policy}-{guest}", "vcpus": 4, "ram": 2048,
+                 "extra_specs": {"pci_passthrough:alias": f"tesla-v100:{count}",
+                                 "hw:pci_numa_affinity_policy": policy, **specs}}
+                for count in range(1, 5) for policy in ("required", "legacy", "preferred", "socket")
+                for guest, specs in (("plain", {}), ("one-node", {"hw:cpu_policy": "dedicated"}),
+                                     ("two-nodes", {"hw:numa_nodes": "2"}))]
+
+
+def numa_cases(seed):
+    """The seed host's planned V100 (two on each of its two NUMA nodes) on a host with a socket per node and with
+    one socket for both, and the same GPUs where the kernel knows no NUMA node."""
+    selected = {d["address"]: d for d in seed["plan"]["selected"]}
+    devices = [{"address": d["address"], "vendor_id": d["vendor_id"], "product_id": d["product_id"],
+                "numa_node": d["numa_node"]} for d in seed["facts"]["devices"] if d["address"] in selected]
+    return {"socket-per-node": {"file": "seed-v100", "devices": devices, "sockets": [0, 1], "flavors": NUMA_FLAVORS},
+            "one-socket": {"file": "seed-v100", "devices": devices, "sockets": [0, 0], "flavors": NUMA_FLAVORS},
+            "unknown-node": {"file": "seed-v100", "devices": [dict(d, numa_node=None) for d in devices],
+                             "sockets": [0, 1], "flavors": NUMA_FLAVORS}}
 
 
 def planned_aliases(plans):
@@ -95,6 +118,7 @@ def planned_aliases(plans):
     return out
 
 
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.nova import numa as NUMA
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.nova import placement as PCI_PLACEMENT
 
 
@@ -144,6 +168,27 @@ def test_flavor_alias_gives_a_valid_pci_request(rendered, service):
         assert req["spec"] == [{"vendor_id": alias["vendor_id"], "product_id": alias["product_id"],
                                 "dev_type": alias["device_type"], "resource_class": resource_class(name)}]
     assert "no-such-gpu" in requests["no-such-gpu"]["error"]  # Nova's parser does reject
+
+
+def test_the_numa_rule_refuses_exactly_the_flavors_nova_itself_would_never_place(rendered):
+    """plugins/module_utils/nova/numa.py against Nova 2026.1's own placement code (nova_config_check.py numa_fit:
+    numa_fit_instance_to_host over PciDeviceStats, on the seed host's rendered nova-compute configuration): for
+    'required', 'legacy' and 'preferred' the rule refuses a flavor exactly when Nova never places it. The plans hold
+    no sockets, so for 'socket' the rule agrees with Nova where one socket holds both nodes (or no node is known) and
+    refuses nothing Nova would place where each node is a socket of its own."""
+    cases = numa_cases(rendered["plans"]["seed-v100"])
+    nova = rendered["nova"]["numa"]
+    assert sum(nova["socket-per-node"].values()) < len(NUMA_FLAVORS)  # Nova does refuse some: a test with teeth
+    for case, spec in cases.items():
+        capacity = NUMA.gpu_nodes({"seed-v100": {"plan": {"selected": [
+            {"alias": "tesla-v100", "numa_node": d["numa_node"]} for d in spec["devices"]]}}})
+        for flavor in NUMA_FLAVORS:
+            refused = bool(NUMA.flavor_problems([flavor], capacity))
+            policy = flavor["extra_specs"]["hw:pci_numa_affinity_policy"]
+            if policy == "socket" and case == "socket-per-node":
+                assert not refused or not nova[case][flavor["name"]], flavor["name"]
+            else:
+                assert refused == (not nova[case][flavor["name"]]), (case, flavor["name"])
 
 
 def test_scheduler_has_pci_passthrough_filter(rendered):
