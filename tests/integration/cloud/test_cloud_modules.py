@@ -506,3 +506,61 @@ def test_a_gpu_flavor_no_host_could_serve_under_its_numa_policy_is_refused_befor
     assert rc == 0, out
     assert conn.compute.find_flavor("it_numa_x4", ignore_missing=False).extra_specs["hw:numa_nodes"] == "2"
     conn.compute.delete_flavor(conn.compute.find_flavor("it_numa_x4"))
+
+
+def test_each_gpu_flavor_s_address_space_reaches_every_image_or_the_flavor_is_refused(testcloud, tmp_path,
+                                                                                     fixture_host):
+    """playbooks/cloud.yml on the real plan of a host with two A100 (a 64 GiB BAR1 and a 32 MiB BAR3 each: a 128 GiB
+    window behind each root port), and two images the cloud phase declares, one booting SeaBIOS (Nova's default), one
+    OVMF (plugins/module_utils/nova/address_space.py). Both A100 in a 16 GiB guest fit SeaBIOS's defaults but not
+    OVMF's 32 GiB aperture: the UEFI image alone gets hw_maxphysaddr_*. In an 800 GiB guest they end above QEMU's
+    default 40 bits under either firmware: on 2023.2, which cannot be told so, the flavor is refused naming the
+    release that can, before anything is written; on this release both images get the bits."""
+    inventory = fixture_inventory(tmp_path, fixture_host, fixtures={"a100": "a100-t4"})
+    rc, out = project_playbook(inventory, "-e", f"passthrough_plan_dir={tmp_path}/plans")
+    assert rc == 0, out
+    plan = json.loads((tmp_path / "plans" / "a100.json").read_text())["plan"]
+    (alias,) = {d["alias"] for d in plan["selected"] if d["product_id"] == "20f1"}
+    files = {name: tmp_path / f"{name}.raw" for name in ("bios", "uefi")}
+    for path in files.values():
+        path.write_bytes(os.urandom(64 * 1024))
+    images = [{"name": "it_space_bios", "file": str(files["bios"]), "disk_format": "raw"},
+              {"name": "it_space_uefi", "file": str(files["uefi"]), "disk_format": "raw",
+               "properties": {"hw_firmware_type": "uefi"}}]
+    small = {"name": "it_a100_x2", "vcpus": 8, "ram": 16384, "disk": 10,
+             "extra_specs": {"pci_passthrough:alias": f"{alias}:2"}}
+    big = dict(small, name="it_a100_x2_800g", ram=800 * 1024)
+    cloud = {"cloud_clouds_yaml": testcloud.clouds_yaml, "cloud_name": "ogc-test",
+             "ansible_python_interpreter": sys.executable, "passthrough_plan_dir": f"{tmp_path}/plans",
+             "cloud_flavors": [small], "cloud_images": images}
+    conn = testcloud.connect()
+
+    def properties(name):
+        image = conn.image.find_image(name, ignore_missing=False)
+        return {key: image.properties.get(key) for key in ("hw_maxphysaddr_mode", "hw_maxphysaddr_bits")}
+
+    rc, _res, out = testcloud.playbook("playbooks/cloud.yml", "-i", str(inventory), "-e", json.dumps(cloud))
+    assert rc == 0, out
+    assert properties("it_space_bios") == {"hw_maxphysaddr_mode": None, "hw_maxphysaddr_bits": None}
+    assert properties("it_space_uefi") == {"hw_maxphysaddr_mode": "emulate", "hw_maxphysaddr_bits": "41"}
+
+    cloud["cloud_flavors"] = [small, big]
+    rc, _res, out = testcloud.playbook("playbooks/cloud.yml", "-i", str(inventory), "-e", json.dumps(
+        dict(cloud, nova_pci_config_openstack_release="2023.2")))
+    said = " ".join(out.split())
+    assert rc != 0 and "Traceback" not in out, out
+    assert (f"flavors[1] (it_a100_x2_800g): 819200 MiB of RAM and 2 x {alias}, whose 64-bit windows take 256G on a100 "
+            "(each GPU behind a root port of its own, its windows aligned to the largest), need 41 guest physical "
+            "address bits under SeaBIOS (hw_firmware_type bios, Nova's default), more than QEMU's default 40, and Nova "
+            "2023.2 cannot be told so: hw_maxphysaddr_mode and hw_maxphysaddr_bits arrive in 2024.1") in said, said
+    assert conn.compute.find_flavor("it_a100_x2_800g") is None
+    assert properties("it_space_bios")["hw_maxphysaddr_bits"] is None
+
+    rc, _res, out = testcloud.playbook("playbooks/cloud.yml", "-i", str(inventory), "-e", json.dumps(cloud))
+    assert rc == 0, out
+    assert properties("it_space_bios") == {"hw_maxphysaddr_mode": "emulate", "hw_maxphysaddr_bits": "41"}
+    assert properties("it_space_uefi") == {"hw_maxphysaddr_mode": "emulate", "hw_maxphysaddr_bits": "41"}
+    for name in ("it_a100_x2", "it_a100_x2_800g"):
+        conn.compute.delete_flavor(conn.compute.find_flavor(name, ignore_missing=False))
+    for name in ("it_space_bios", "it_space_uefi"):
+        conn.image.delete_image(conn.image.find_image(name, ignore_missing=False))

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 from unittest import mock
 
 import pytest
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud import flavor_requests
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud import flavors as cloud_flavors
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import alias as pci_alias
 
@@ -109,16 +110,16 @@ def test_the_declared_flavors_alias_check_is_the_modules_own_before_any_type_che
                {"name": "ci.gpu", "extra_specs": {"pci_passthrough:alias": "tesla-v100:1"}},
                {"name": "odd", "extra_specs": {"pci_passthrough:alias": "h100"}},
                "not a flavor", {"name": "no-specs"}, {"name": "specs-list", "extra_specs": ["x"]}]
-    errors = cloud_flavors.declared_alias_errors(flavors, ["tesla-v100"], retired)
+    errors = flavor_requests.declared_alias_errors(flavors, ["tesla-v100"], retired)
     assert errors == [
         cloud_flavors.validate([declared(name="lab.gpu1", extra_specs=flavors[0]["extra_specs"])], ["tesla-v100"],
                                retired)[0],
         "flavors[2] (odd): extra spec pci_passthrough:alias='h100' is malformed: " + errors[1].split(": ", 2)[2]]
     assert errors[0].startswith("flavors[0] (lab.gpu1): extra spec pci_passthrough:alias asks for PCI alias "
                                 "'rtx-2080-ti', which no GPU host provides any more: host gpu-002 offered it")
-    assert cloud_flavors.declared_alias_errors(flavors[1:2], ["tesla-v100"]) == []
-    assert cloud_flavors.declared_alias_errors(flavors, None) == [errors[1]]  # known None: only the form is checked
-    assert cloud_flavors.declared_alias_errors("not a list", ["l4"]) == []
+    assert flavor_requests.declared_alias_errors(flavors[1:2], ["tesla-v100"]) == []
+    assert flavor_requests.declared_alias_errors(flavors, None) == [errors[1]]  # known None: only the form is checked
+    assert flavor_requests.declared_alias_errors("not a list", ["l4"]) == []
 
 
 @pytest.mark.parametrize("value", [["tesla-t4"], {"tesla-t4": "gpu-002"}, {"tesla-t4": []}, {"tesla-t4": [1]},

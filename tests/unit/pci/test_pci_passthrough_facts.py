@@ -446,3 +446,13 @@ def test_credentials_on_the_running_line_are_masked_in_the_facts(copy_of, facts_
     cmdline.write_text(cmdline.read_text().strip() + " netroot=iscsi:ogc:Zq8-pw@10.0.0.5::3260::iqn.x\n")
     facts = facts_module.discover(str(root / "sys"), str(root / "proc"))
     assert facts["kernel_cmdline"][-1] == "netroot=iscsi:ogc:********@10.0.0.5::3260::iqn.x"
+
+
+@pytest.mark.parametrize("text, bits", [
+    ("processor\t: 0\naddress sizes\t: 46 bits physical, 57 bits virtual\n", 46),
+    ("address sizes : 43 bits physical, 48 bits virtual\naddress sizes : 52 bits physical, 57 bits virtual\n", 43),
+    ("processor\t: 0\nvendor_id\t: GenuineIntel\n", None),          # a cpuinfo that does not say
+    ("address sizes\t: lots of bits physical\n", None),              # not what the kernel writes: not guessed
+])
+def test_the_cpu_s_physical_address_bits_come_from_its_address_sizes_line(facts_module, text, bits):
+    assert facts_module.parse_address_bits(text) == bits

@@ -9,14 +9,17 @@
   image is built: ``name``, ``disk_format``, ``elements`` (the declared ones plus ``cloud-init-datasources``),
   ``distro``, ``release``, ``nvidia_pins`` ({package: version}, empty without the NVIDIA element) and
   ``environment`` (the ``DIB_*`` variables of its ``disk-image-create``, ``extra_env`` beneath the image's own).
-* ``plans | ogc_image_address_space``: the image properties (``hw_maxphysaddr_mode``/``_bits``) guests need to map
-  the 64-bit memory windows of the GPUs the plans (``{host: {"facts", "plan"}}``) give Nova, ``{}`` when the
-  defaults do (plugins/module_utils/pci/bars.py, ``address_space_properties``).
+* ``plans | ogc_image_address_space(flavors, properties)``: the image properties (``hw_maxphysaddr_mode``/``_bits``)
+  guests need to map the 64-bit memory windows of the GPUs the plans (``{host: {"facts", "plan"}}``) give Nova,
+  ``{}`` when the defaults do: the more bits of all a host's GPUs in one guest (plugins/module_utils/pci/bars.py,
+  ``address_space_properties``) and of the declared GPU flavors' budgets under the firmware the image properties
+  name (plugins/module_utils/nova/address_space.py: each flavor's RAM beside its GPUs' windows).
 """
 
 from __future__ import annotations
 
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.images import gpu_images
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.nova import address_space
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import bars as pci_bars
 
 try:
@@ -69,7 +72,7 @@ def ogc_image_build(image, default_branch, default_version, docker_mtu, datasour
     }
 
 
-def ogc_image_address_space(plans):
+def ogc_image_address_space(plans, flavors=None, properties=None):
     """Image properties for the planned GPUs' memory windows (see the module docstring); a host whose facts have no
     windows (a capture from before they were read) counts as needing nothing."""
     if not isinstance(plans, dict):
@@ -83,9 +86,12 @@ def ogc_image_address_space(plans):
                 windows += pci_bars.high_windows(device["bars"])
         windows_by_host[host] = windows
     try:
-        return pci_bars.address_space_properties(windows_by_host)
+        by_host = pci_bars.address_space_properties(windows_by_host)
+        by_flavor = address_space.image_properties(address_space.budgets(flavors or [], plans),
+                                                   address_space.image_firmware(properties))
     except pci_bars.ResourceError as exc:
         raise AnsibleFilterError(f"ogc_image_address_space: {exc}") from None
+    return max((by_host, by_flavor), key=lambda props: props.get("hw_maxphysaddr_bits", 0))
 
 
 class FilterModule:

@@ -112,6 +112,12 @@ ansible_facts:
           description: The first CPU's model name.
           type: str
           sample: AMD EPYC 7352 24-Core Processor
+        cpu_phys_bits:
+          description:
+            - The physical address bits of the first CPU (C(address sizes) in C(/proc/cpuinfo)), or null when it does
+              not say. A guest cannot be given more (Nova's C(hw_maxphysaddr_bits); the flavors' address-space budget).
+          type: int
+          sample: 43
         virtualization:
           description: C(svm) (AMD-V), C(vmx) (VT-x) or null when the CPU flag is absent (disabled in firmware).
           type: str
@@ -484,6 +490,19 @@ def parse_cpuinfo(text: str) -> tuple[str | None, str | None, str | None, bool]:
     return vendor, model, virt, "hypervisor" in flags
 
 
+def parse_address_bits(text: str) -> int | None:
+    """The first processor's physical address bits (``address sizes : 43 bits physical, 48 bits virtual``), or None
+    when cpuinfo does not say (an architecture or a kernel that does not write the line)."""
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() == "address sizes":
+            words = value.split()
+            if len(words) >= 3 and words[0].isdigit() and words[1] == "bits" and words[2].startswith("physical"):
+                return int(words[0])
+            return None
+    return None
+
+
 def add_names(devices_dir: str, devices: list, database) -> None:
     """Set vendor_name, device_name, subsystem_name on each device (null without a database)."""
     for dev in devices:
@@ -557,6 +576,7 @@ def discover(sysfs_root: str, procfs_root: str, database=None, resolve_alias=Non
         "iommu_units": units,
         "cpu_vendor": cpu_vendor,
         "cpu_model": cpu_model,
+        "cpu_phys_bits": parse_address_bits(cpuinfo),
         "virtualization": virt,
         "hypervisor": hypervisor,
         "kernel_cmdline": kernel_cmdline,

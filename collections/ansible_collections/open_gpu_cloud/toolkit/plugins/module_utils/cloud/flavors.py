@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Mapping
 
 try:
     from openstack import exceptions as sdk_exceptions
@@ -18,12 +17,12 @@ try:
 except ImportError:  # pragma: no cover - CloudModule reports the missing library
     sdk_exceptions = sdk_utils = None
 
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.flavor_requests import (
+    ALIAS_KEY, alias_errors, spec_value)
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.protocol import Action, Plan
-from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import alias as pci_alias
 
 
 IMMUTABLE = ("vcpus", "ram", "disk", "ephemeral", "swap", "is_public")
-ALIAS_KEY = "pci_passthrough:alias"
 # Nova's own limits for extra-spec keys and values (nova/api/validation/parameter_types.py).
 KEY_RE = re.compile(r"^[a-zA-Z0-9-_:. ]{1,255}$")
 BOOL_SPECS = ("hw:hide_hypervisor_id", "hide_hypervisor_id")
@@ -55,13 +54,6 @@ ARGUMENT_SPEC = dict(
 
 
 # --------------------------------------------------------------------------- validation (no API)
-
-def spec_value(value):
-    """Extra-spec values as Nova stores them: strings, booleans as true/false."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
 
 def normalise(flavor):
     """A declared flavor with defaults applied and extra-spec values as strings."""
@@ -107,58 +99,6 @@ def validate(flavors, known_aliases, retired_aliases=None):
             elif key in BOOL_SPECS and text.lower() not in BOOL_WORDS:
                 errors.append(f"{label}: extra spec {key}='{text}' must be true or false")
     return errors
-
-
-def alias_errors(label, text, known_aliases, retired_aliases=None):
-    """The problems of one flavor's ``pci_passthrough:alias`` extra spec (``label`` names the flavor): malformed, or
-    asking for an alias no GPU host provides (``known_aliases``; None: not checked), or one only retired hosts
-    offered (``retired_aliases``, ``{alias: [hosts]}``), each naming those hosts."""
-    key = ALIAS_KEY
-    try:
-        aliases = pci_alias.parse_request(text)
-    except ValueError as exc:
-        return [f"{label}: extra spec {key}='{text}' is malformed: {exc} (expected ALIAS:COUNT with COUNT a positive "
-                "integer, several separated by commas, e.g. tesla-v100:1)"]
-    if known_aliases is None:
-        return []
-    errors = []
-    retired_aliases = retired_aliases or {}
-    for alias, _count in aliases:
-        if alias in known_aliases:
-            continue
-        offered = ', '.join(sorted(known_aliases)) or 'none'
-        hosts = retired_aliases.get(alias)
-        if hosts:
-            errors.append(
-                f"{label}: extra spec {key} asks for PCI alias '{alias}', which no GPU host provides any more: "
-                f"{_hosts_words(hosts)} offered it before their GPUs were replaced by another model (aliases in the "
-                f"passthrough plans now: {offered}); ask for one of those in the flavor, or remove the flavor from "
-                "cloud_flavors (servers already running keep their flavor)")
-        else:
-            errors.append(
-                f"{label}: extra spec {key} asks for PCI alias '{alias}', which no GPU host provides (aliases in the "
-                f"passthrough plans: {offered}); fix the flavor or the hosts' alias policy")
-    return errors
-
-
-def declared_alias_errors(flavors, known_aliases, retired_aliases=None):
-    """The alias problems (``alias_errors``) of the declared flavors as the inventory gives them (``cloud_flavors``,
-    before the module's argument spec has checked their types: an entry that is not a mapping, or whose extra specs
-    are not one, is left to it). Makes no API call: site.yml asks it before any host or Nova file is written."""
-    errors = []
-    for index, flavor in enumerate(flavors if isinstance(flavors, (list, tuple)) else []):
-        if not isinstance(flavor, Mapping) or not isinstance(flavor.get("extra_specs"), Mapping):
-            continue
-        label = f"flavors[{index}] ({flavor.get('name') or 'no name'})"
-        for key, value in flavor["extra_specs"].items():
-            if str(key) == ALIAS_KEY:
-                errors += alias_errors(label, spec_value(value), known_aliases, retired_aliases)
-    return errors
-
-
-def _hosts_words(hosts):
-    """'host gpu-002' or 'hosts gpu-002, gpu-005'."""
-    return ("host " if len(hosts) == 1 else "hosts ") + ", ".join(hosts)
 
 
 def retired_aliases_problem(retired_aliases):

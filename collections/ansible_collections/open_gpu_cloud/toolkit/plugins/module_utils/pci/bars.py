@@ -204,3 +204,81 @@ def address_space_properties(windows_by_host: dict) -> dict:
     if not needs:
         return {}
     return {"hw_maxphysaddr_mode": "emulate", "hw_maxphysaddr_bits": max(needs)}
+
+
+# ---- A guest's whole address space: its RAM and every passed-through GPU's windows (per flavor) ----
+# Read in QEMU (hw/i386/pc_q35.c pc_q35_init, pc.c pc_memory_init and pc_pci_hole64_start), SeaBIOS
+# (src/fw/pciinit.c pci_setup, pci_bios_map_devices; 1.16.3 and 1.17.0) and edk2's OVMF
+# (OvmfPkg/Library/PlatformInitLib/MemDetect.c PlatformGetFirstNonAddress, PlatformAddressWidthFromCpuid,
+# PlatformDynamicMmioWindow; edk2-stable202308 and later). A q35 guest (the machine type Nova defaults to on x86, and
+# the project's images set), each passed-through PCIe device behind a pcie-root-port of its own (libvirt's q35 layout).
+GIB = 1 << 30
+TIB = 1 << 40
+# q35 keeps RAM below 4 GiB up to 0xB0000000 when it all fits there, else 2 GiB; the rest starts at 4 GiB.
+Q35_LOWMEM_ALL_BELOW = 0xB0000000
+Q35_LOWMEM = 2 * GIB
+# An AMD vCPU's RAM above 4 GiB that would reach 1012 GiB starts at 1 TiB instead (QEMU 7.1 and later).
+AMD_HT_HOLE_START = 1012 * GIB
+# The widest guest either firmware uses: OVMF caps a trusted width at 46 bits with 4-level paging; SeaBIOS caps its top
+# at 2**46 (1.16.3), and from 1.17.0 at 2**44 while the RAM above 4 GiB stays below 1 TiB.
+FIRMWARE_MAX_PHYS_BITS = 46
+OVMF_MIN_TRUSTED_BITS = 41
+
+
+def _align(value: int, alignment: int) -> int:
+    return -(-value // alignment) * alignment
+
+
+def device_window(windows: list[int]) -> int:
+    """The 64-bit window one passed-through device takes in the guest: its root port forwards one prefetchable
+    window holding all its 64-bit windows, aligned to the largest (SeaBIOS and OVMF size a bridge window so), so a
+    16 GiB BAR1 beside a 32 MiB BAR3 takes 32 GiB. 0 for a device without 64-bit windows."""
+    sizes = [_window(size) for size in windows]
+    return _align(sum(sizes), max(sizes)) if sizes else 0
+
+
+def guest_ram_end(ram_bytes: int, amd: bool = False) -> int:
+    """Where a q35 guest's RAM ends (the firmware places its 64-bit PCI windows above it): 4 GiB plus the RAM above
+    4 GiB (on an AMD vCPU from 1 TiB when it would reach 1012 GiB); 4 GiB when all RAM fits below."""
+    if isinstance(ram_bytes, bool) or not isinstance(ram_bytes, int) or ram_bytes <= 0:
+        raise ResourceError(f"the guest's RAM must be a positive number of bytes, got {ram_bytes!r}")
+    lowmem = Q35_LOWMEM if ram_bytes >= Q35_LOWMEM_ALL_BELOW else Q35_LOWMEM_ALL_BELOW
+    above = max(0, ram_bytes - lowmem)
+    if amd and FOUR_GIB + above > AMD_HT_HOLE_START:
+        return TIB + above
+    return FOUR_GIB + above
+
+
+def seabios_fits(ram_bytes: int, aperture: int, bits: int, amd: bool = False) -> bool:
+    """Whether SeaBIOS maps APERTURE bytes of 64-bit windows in a guest of BITS address bits: it sizes the 64-bit
+    region to the windows rounded to 1 GiB and then to an eighth of the address space, and places it at the top,
+    above the RAM (it checks no fit itself: a region past the top is simply not addressable)."""
+    top = 1 << bits
+    size = _align(_align(aperture, GIB), top >> 3) if aperture else 0
+    return _align(guest_ram_end(ram_bytes, amd), GIB) + size <= top
+
+
+def ovmf_fits(ram_bytes: int, aperture: int, bits: int, amd: bool = False) -> bool:
+    """Whether OVMF maps APERTURE bytes of 64-bit windows in a guest of BITS address bits. It trusts the width at 41
+    bits or more (40 on AMD, not on Intel, where QEMU's default 40 is no proof), and then gives its aperture the top
+    eighth of the address space when that lies above the RAM; otherwise it keeps the classic 32 GiB aperture above
+    the RAM (aligned to 32 GiB), which must end within the address space."""
+    classic_base = _align(_align(guest_ram_end(ram_bytes, amd), GIB), OVMF_DEFAULT_MMIO64_BYTES)
+    trusted = bits >= OVMF_MIN_TRUSTED_BITS or (amd and bits == QEMU_DEFAULT_PHYS_BITS)
+    dynamic = 1 << (bits - 3)
+    if trusted and bits <= FIRMWARE_MAX_PHYS_BITS and classic_base + dynamic < 1 << bits:
+        return aperture <= dynamic
+    return aperture <= OVMF_DEFAULT_MMIO64_BYTES and classic_base + OVMF_DEFAULT_MMIO64_BYTES <= 1 << bits
+
+
+def phys_bits_for(firmware: str, ram_bytes: int, aperture: int, amd: bool = False):
+    """``(bits, fits)`` for a guest of RAM_BYTES whose GPUs take APERTURE bytes of 64-bit windows under FIRMWARE
+    (``bios``: SeaBIOS, ``uefi``: OVMF): bits None when QEMU's default 40 maps them, else the fewest from 41 to 46
+    that do; ``fits`` False when none does (the guest cannot map them under that firmware)."""
+    check = {"bios": seabios_fits, "uefi": ovmf_fits}[firmware]
+    if check(ram_bytes, aperture, QEMU_DEFAULT_PHYS_BITS, amd):
+        return None, True
+    for bits in range(QEMU_DEFAULT_PHYS_BITS + 1, FIRMWARE_MAX_PHYS_BITS + 1):
+        if check(ram_bytes, aperture, bits, amd):
+            return bits, True
+    return None, False
