@@ -155,6 +155,66 @@ def boot(guest: guestlib.Guest, machine: str, args: list[str] | str, workdir: Pa
     return result
 
 
+# A GPU's large 64-bit window, emulated: ivshmem-plain's BAR2 is its shared memory, as large as the memory backend
+# behind it (a sparse file here: nothing of it is touched). Behind a pcie-root-port of its own, as libvirt places a
+# passed-through device in a q35 guest. OVMF from Debian's ovmf package boots the guest's kernel from QEMU's fw_cfg.
+OVMF_CODE = Path("/usr/share/OVMF/OVMF_CODE_4M.fd")
+OVMF_VARS = Path("/usr/share/OVMF/OVMF_VARS_4M.fd")
+IVSHMEM_ID = "1af4:1110"
+
+
+def window_command(guest: guestlib.Guest, phys_bits: int | None, window_bytes: int, memory_mib: int, initrd: Path,
+                   console: Path, capture: Path, workdir: Path) -> list[str]:
+    """An Intel q35 guest under OVMF with one device of a WINDOW_BYTES 64-bit window; PHYS_BITS None leaves QEMU's
+    default width (40), as a guest Nova is told nothing about gets."""
+    backing = workdir / "window.img"
+    with backing.open("wb") as handle:
+        handle.truncate(window_bytes)  # sparse
+    vars_copy = workdir / "OVMF_VARS.fd"
+    shutil.copyfile(OVMF_VARS, vars_copy)
+    cpu = "qemu64,vendor=GenuineIntel,+pdpe1gb" + (f",phys-bits={phys_bits}" if phys_bits else "")
+    cmd = qemu_harness.command(memory_mib, cpu)
+    cmd += ["-drive", f"if=pflash,format=raw,unit=0,readonly=on,file={OVMF_CODE}",
+            "-drive", f"if=pflash,format=raw,unit=1,file={vars_copy}",
+            "-object", f"memory-backend-file,id=window,mem-path={backing},size={window_bytes},share=on",
+            "-device", "pcie-root-port,id=rp1,bus=pcie.0,chassis=1,addr=0x2",
+            "-device", "ivshmem-plain,memdev=window,bus=rp1",
+            "-serial", f"file:{console}", "-serial", f"file:{capture}",
+            "-kernel", str(guest.kernel), "-initrd", str(initrd), "-append", " ".join(HARNESS_ARGS)]
+    return cmd
+
+
+def boot_window(guest: guestlib.Guest, phys_bits: int | None, window_bytes: int, workdir: Path,
+                memory_mib: int = 512, timeout: float | None = None) -> Boot:
+    """Boot once under OVMF with one large window (window_command); the guest reports as any boot does, its sysfs
+    (the device's resource file: where the firmware and the kernel put each BAR) and its dmesg in ``Boot.root``."""
+    timeout = DEFAULT_TIMEOUT if timeout is None else timeout
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    workdir.mkdir(parents=True)
+    guestlib.newc_archive({"etc/realkernel/expect": b"\n"}, workdir / "overlay.cpio")
+    initrd = workdir / "initrd.cpio"
+    with initrd.open("wb") as out:
+        for part in (guest.initramfs, workdir / "overlay.cpio"):
+            with part.open("rb") as src:
+                shutil.copyfileobj(src, out)
+    console, capture = workdir / "console.log", workdir / "capture.b64"
+    command = window_command(guest, phys_bits, window_bytes, memory_mib, initrd, console, capture, workdir)
+    run = qemu_harness.run_to_poweroff(command, timeout, log_dir=workdir)
+    (workdir / "window.img").unlink()
+    if run.timed_out:
+        raise BootError(f"the OVMF guest did not power off within {timeout:.0f} s (qemu killed); "
+                        f"console tail:\n{qemu_harness.tail(console)}")
+    if run.returncode != 0:
+        raise BootError(f"qemu exited {run.returncode}: {run.output}\nconsole tail:\n{qemu_harness.tail(console)}")
+    text = console.read_text(errors="replace") if console.exists() else ""
+    result = Boot(machine=f"ovmf-intel-{phys_bits or 'default'}-bits", cmdline=" ".join(HARNESS_ARGS), console=text,
+                  wall_s=run.wall_s, cpu_s=run.cpu_s)
+    result.root = unpack_capture(capture, workdir / "root", text)
+    result.dmesg = (result.root / "dmesg.txt").read_text(errors="replace")
+    return result
+
+
 def unpack_capture(capture: Path, dest: Path, console: str = "") -> Path:
     """Turn the guest's base64 tar (between RK-CAPTURE-BEGIN/END) into a tree at dest."""
     raw = capture.read_bytes().decode("ascii", "replace") if capture.exists() else ""
