@@ -118,6 +118,7 @@ def planned_aliases(plans):
     return out
 
 
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.nova import address_space as ADDRESS_SPACE
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.nova import numa as NUMA
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.nova import placement as PCI_PLACEMENT
 
@@ -223,3 +224,37 @@ def test_placement_api_runs_the_candidate_bounds_kolla_merged(rendered):
     proc = subprocess.run([openstack_python(), "-c", code, str(merged)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == [100000, "breadth-first", False, True]
+
+
+def test_nova_s_libvirt_driver_gives_the_guest_the_address_bits_the_budget_asks_for(rendered, tmp_path):
+    """The address-space budget of two A100 flavors over the a100-t4 host's real plan (its facts' windows: 64 GiB
+    BAR1 and 32 MiB BAR3 each), and the image properties the project gives an image of each firmware: Nova 2026.1's
+    libvirt driver (tests/helpers/nova_guest_xml.py, LibvirtDriver._get_guest_config over Nova's objects and its fake
+    libvirt) writes exactly those bits into the guest's <cpu><maxphysaddr>, and nothing where the defaults do."""
+    plans = rendered["plans"]
+    (alias,) = {d["alias"] for d in plans["a100-t4"]["plan"]["selected"] if d["product_id"] == "20f1"}
+    flavors = {"small": {"name": "a100.x2", "vcpus": 4, "ram": 16384,
+                         "extra_specs": {"pci_passthrough:alias": f"{alias}:2"}},
+               "big": {"name": "a100.x2.800g", "vcpus": 4, "ram": 800 * 1024,
+                       "extra_specs": {"pci_passthrough:alias": f"{alias}:2"}}}
+    cases, expected = {}, {}
+    for size, flavor in flavors.items():
+        budgets = ADDRESS_SPACE.budgets([flavor], {"a100-t4": plans["a100-t4"]})
+        assert budgets and budgets[0]["hosts"][0]["aperture"] == 2 * 128 * (1 << 30)
+        for firmware in ADDRESS_SPACE.FIRMWARES:
+            properties = {"hw_machine_type": "q35", "hw_firmware_type": firmware,
+                          **ADDRESS_SPACE.image_properties(budgets, firmware)}
+            cases[f"{size}-{firmware}"] = {"flavor": flavor, "image_properties": properties}
+            expected[f"{size}-{firmware}"] = properties.get("hw_maxphysaddr_bits")
+    assert expected == {"small-bios": None, "small-uefi": 41, "big-bios": 41, "big-uefi": 41}
+    request = tmp_path / "guests.json"
+    request.write_text(json.dumps(cases))
+    proc = subprocess.run([openstack_python(), str(ROOT / "tests" / "helpers" / "nova_guest_xml.py"), str(request)],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    guests = json.loads(proc.stdout)
+    for case, bits in expected.items():
+        xml = guests[case]
+        assert 'machine="q35"' in xml, xml
+        found = [line.strip() for line in xml.splitlines() if "<maxphysaddr" in line]
+        assert found == ([f'<maxphysaddr mode="emulate" bits="{bits}"/>'] if bits else []), (case, found)
