@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.nova import numa
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import alias as pci_alias
 
 
 def plans(**hosts):
@@ -113,3 +114,14 @@ def test_a_flavor_is_refused_exactly_when_no_choice_of_guest_nodes_holds_its_gpu
     else:  # the guest's nodes land on the host's nodes holding the most GPUs
         fits = sum(sorted(known.values(), reverse=True)[:guest]) + (unknown if policy == "legacy" else 0) >= count
     assert (problems == []) == fits, (known, unknown, count, guest, policy, problems)
+
+
+@pytest.mark.parametrize("flavor, request_", [
+    ({"extra_specs": {"pci_passthrough:alias": "a:2, b:1"}}, [("a", 2), ("b", 1)]),
+    ({"extra_specs": {"hw:cpu_policy": "dedicated"}}, []),       # no GPUs
+    ({"extra_specs": {"pci_passthrough:alias": "a"}}, []),        # malformed: the cloud phase names it
+    ({"extra_specs": ["pci_passthrough:alias"]}, []), ({"name": "x"}, []), ("not a flavor", []),
+])
+def test_one_reader_of_a_declared_flavor_s_pci_request(flavor, request_):
+    """pci/alias.py flavor_request: what the NUMA rule, the address-space budget and Placement's bounds read."""
+    assert pci_alias.flavor_request(flavor) == request_

@@ -1,8 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: open-gpu-cloud contributors
 # Apache License 2.0 (see LICENSE)
-"""The declared flavors' PCI alias requests against the plans, as a filter: an adapter over
-plugins/module_utils/cloud/flavor_requests.py (the rule the os_flavors and os_cloud modules apply too).
+"""The declared flavors and images against the plans, as filters: a table of names over module_utils
+(cloud/flavor_requests.py, whose rule the os_flavors and os_cloud modules apply too; nova/numa.py;
+nova/address_space.py).
 
 * ``cloud_flavors | open_gpu_cloud.toolkit.cloud_flavor_alias_errors(known_aliases, retired_aliases)``: a list of
   messages, empty when every flavor asks for aliases the GPU hosts' plans provide (roles/cloud_resources, entry point
@@ -22,37 +23,11 @@ from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud impor
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.nova import address_space, numa
 
 
-def numa_errors(declared, plans, alias_numa_policy=None):
-    """numa.flavor_problems over the plans' GPU nodes, every alias with ALIAS_NUMA_POLICY."""
-    return numa.flavor_problems(declared, numa.gpu_nodes(plans),
-                                default_policy=alias_numa_policy or numa.DEFAULT_ALIAS_POLICY)
-
-
-def address_errors(declared, plans, release, images=None):
-    """address_space.flavor_problems under SeaBIOS (Nova's default) and the firmware of each declared image."""
-    firmwares = {"bios"} | {address_space.image_firmware(image.get("properties")) for image in images or []
-                            if isinstance(image, dict)}
-    return address_space.flavor_problems(address_space.budgets(declared, plans), release,
-                                         [fw for fw in address_space.FIRMWARES if fw in firmwares])
-
-
-def images_address_space(images, declared, plans):
-    """Each image with the address-space properties its firmware's guests need for the GPU flavors (its own win)."""
-    budgets = address_space.budgets(declared, plans)
-    out = []
-    for image in images or []:
-        if not isinstance(image, dict):
-            out.append(image)
-            continue
-        needed = address_space.image_properties(budgets, address_space.image_firmware(image.get("properties")))
-        own = image.get("properties") if isinstance(image.get("properties"), dict) else {}
-        out.append(dict(image, properties={**needed, **own}) if needed else image)
-    return out
-
-
 class FilterModule:
     """Cloud declaration filters."""
 
     def filters(self):
-        return {"cloud_flavor_alias_errors": flavor_requests.declared_alias_errors, "cloud_flavor_numa_errors": numa_errors,
-                "cloud_flavor_address_errors": address_errors, "cloud_images_address_space": images_address_space}
+        return {"cloud_flavor_alias_errors": flavor_requests.declared_alias_errors,
+                "cloud_flavor_numa_errors": numa.declared_problems,
+                "cloud_flavor_address_errors": address_space.declared_problems,
+                "cloud_images_address_space": address_space.images_with_properties}

@@ -13,7 +13,7 @@ from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import 
 
 __all__ = ["ALIAS_KEY", "spec_value", "alias_errors", "declared_alias_errors", "hosts_words"]
 
-ALIAS_KEY = "pci_passthrough:alias"
+ALIAS_KEY = pci_alias.FLAVOR_SPEC
 
 
 def spec_value(value):

@@ -15,6 +15,7 @@ import shutil
 import tempfile
 import time
 
+from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.flavor_requests import spec_value
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.cloud.protocol import Action, Plan
 
 try:
@@ -128,12 +129,6 @@ def plan_image(image, have, sha256):
         if have["properties"].get(key) != spec_value(value):
             changes[key] = spec_value(value)
     return ("update", changes) if changes else ("unchanged", {})
-
-
-def spec_value(value):
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def download(cm, image, directory):

@@ -33,13 +33,13 @@ from collections.abc import Mapping
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import alias as pci_alias
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import bars
 
-__all__ = ["FIRMWARES", "FIRST_RELEASE", "budgets", "image_properties", "flavor_problems", "image_firmware"]
+__all__ = ["FIRMWARES", "FIRST_RELEASE", "budgets", "image_properties", "flavor_problems", "image_firmware",
+           "declared_problems", "images_with_properties"]
 
 FIRMWARES = ("bios", "uefi")
 FIRMWARE_WORDS = {"bios": "SeaBIOS (hw_firmware_type bios, Nova's default)", "uefi": "OVMF (hw_firmware_type uefi)"}
 # The release whose Nova reads hw_maxphysaddr_mode/_bits (Nova 29.0.0).
 FIRST_RELEASE = "2024.1"
-ALIAS_KEY = "pci_passthrough:alias"
 MIB = 1 << 20
 
 
@@ -73,17 +73,10 @@ def budgets(flavors, plans):
     hosts = {host: _host_devices(data) for host, data in sorted((plans or {}).items()) if isinstance(data, Mapping)}
     out = []
     for index, flavor in enumerate(flavors if isinstance(flavors, (list, tuple)) else []):
-        if not isinstance(flavor, Mapping) or not isinstance(flavor.get("extra_specs"), Mapping):
-            continue
-        ram = flavor.get("ram")
+        request = pci_alias.flavor_request(flavor)
+        ram = flavor.get("ram") if request else None
         if isinstance(ram, bool) or not isinstance(ram, int) or ram <= 0:
-            continue  # the module's argument spec refuses it
-        try:
-            request = pci_alias.parse_request(str(flavor["extra_specs"].get(ALIAS_KEY, "")))
-        except ValueError:
-            continue
-        if not request:
-            continue
+            continue  # no GPUs, or a RAM the module's argument spec refuses
         serving = []
         for host, (devices, amd, cpu_bits) in hosts.items():
             if any(len(devices.get(alias, [])) < count for alias, count in request):
@@ -159,3 +152,26 @@ def flavor_problems(flavor_budgets, release, firmwares=FIRMWARES):
                         "it have (" + ", ".join(f"{s['host']} {s['cpu_bits']}" for s in short)
                         + "): Nova would never schedule it. Give the flavor less RAM or fewer GPUs")
     return problems
+
+
+def declared_problems(flavors, plans, release, images=None):
+    """``flavor_problems`` of the declared flavors over the plans, under SeaBIOS (Nova's default) and the firmware of
+    each declared image (``cloud_images``)."""
+    firmwares = {"bios"} | {image_firmware(image.get("properties")) for image in images or []
+                            if isinstance(image, Mapping)}
+    return flavor_problems(budgets(flavors, plans), release, [fw for fw in FIRMWARES if fw in firmwares])
+
+
+def images_with_properties(images, flavors, plans):
+    """The declared images, each with the address-space properties its firmware's guests need for the declared GPU
+    flavors (``image_properties``) beneath its own (an image's own properties win)."""
+    flavor_budgets = budgets(flavors, plans)
+    out = []
+    for image in images or []:
+        needed = image_properties(flavor_budgets, image_firmware(image.get("properties"))) \
+            if isinstance(image, Mapping) else {}
+        if needed:
+            own = image.get("properties") if isinstance(image.get("properties"), Mapping) else {}
+            image = dict(image, properties={**needed, **own})
+        out.append(image)
+    return out

@@ -32,12 +32,12 @@ from collections.abc import Mapping
 
 from ansible_collections.open_gpu_cloud.toolkit.plugins.module_utils.pci import alias as pci_alias
 
-__all__ = ["POLICIES", "POLICY_SPEC", "DEFAULT_ALIAS_POLICY", "guest_numa_nodes", "gpu_nodes", "flavor_problems"]
+__all__ = ["POLICIES", "POLICY_SPEC", "DEFAULT_ALIAS_POLICY", "guest_numa_nodes", "gpu_nodes", "flavor_problems",
+           "declared_problems"]
 
 # nova.objects.fields.PCINUMAAffinityPolicy.ALL
 POLICIES = ("required", "legacy", "preferred", "socket")
 POLICY_SPEC = "hw:pci_numa_affinity_policy"
-ALIAS_KEY = "pci_passthrough:alias"
 # Nova's own default for an alias without numa_policy (nova/pci/request.py).
 DEFAULT_ALIAS_POLICY = "legacy"
 
@@ -122,15 +122,10 @@ def flavor_problems(flavors, capacity, alias_policies=None, default_policy=DEFAU
     problems = []
     alias_policies = alias_policies or {}
     for index, flavor in enumerate(flavors if isinstance(flavors, (list, tuple)) else []):
-        if not isinstance(flavor, Mapping) or not isinstance(flavor.get("extra_specs"), Mapping):
-            continue
-        specs = {str(k): str(v).strip() for k, v in flavor["extra_specs"].items()}
-        try:
-            request = pci_alias.parse_request(specs.get(ALIAS_KEY, ""))
-        except ValueError:
-            continue  # malformed: refused by the alias check
+        request = pci_alias.flavor_request(flavor)
         if not request or any(alias not in capacity for alias, _count in request):
-            continue  # no GPUs, or an alias no host offers: the alias check names it
+            continue  # no GPUs, a malformed request or an alias no host offers: the alias check names it
+        specs = {str(k): str(v).strip() for k, v in flavor["extra_specs"].items()}
         guest_nodes, why = guest_numa_nodes(specs)
         if guest_nodes is None:
             continue  # no NUMA topology: Nova applies no PCI NUMA policy
@@ -155,3 +150,9 @@ def flavor_problems(flavors, capacity, alias_policies=None, default_policy=DEFAU
             f"Nova would never schedule it. Give the flavor {POLICY_SPEC}=preferred, or hw:numa_nodes with as many "
             "nodes as the GPUs span, or ask for fewer GPUs")
     return problems
+
+
+def declared_problems(flavors, plans, alias_policy=None):
+    """``flavor_problems`` of the declared flavors over the plans' GPU nodes, every alias with ALIAS_POLICY (the
+    numa_policy Nova's aliases carry; None where none is written: Nova's legacy)."""
+    return flavor_problems(flavors, gpu_nodes(plans), default_policy=alias_policy or DEFAULT_ALIAS_POLICY)

@@ -148,16 +148,9 @@ def host_classes_of(specs_by_host):
 def flavor_aliases(flavors):
     """{flavor name: [(alias, count), ...]} of the declared flavors (cloud_flavors) that ask for PCI aliases; a value
     the cloud phase would refuse is left to that phase (it names the flavor there) and counts for nothing here."""
-    out = {}
-    for flavor in flavors or []:
-        value = ((flavor or {}).get("extra_specs") or {}).get("pci_passthrough:alias")
-        if value is None:
-            continue
-        try:
-            out[str(flavor.get("name"))] = pci_alias.parse_request(value)
-        except ValueError:
-            continue
-    return out
+    requests = {str(flavor.get("name")): pci_alias.flavor_request(flavor) for flavor in flavors or []
+                if pci_alias.flavor_request(flavor)}
+    return requests
 
 
 def for_deployment(specs_by_host, release, in_placement, flavors=None):

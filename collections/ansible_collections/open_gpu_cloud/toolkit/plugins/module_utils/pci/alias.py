@@ -25,10 +25,13 @@ every run of other characters than ``a-z`` and ``0-9`` turned into one ``-``, at
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 MAX_LENGTH = 256
 DERIVED_MAX_LENGTH = 64
 _NON_SLUG = re.compile(r"[^a-z0-9]+")
+# The flavor extra spec that asks for PCI devices by alias.
+FLAVOR_SPEC = "pci_passthrough:alias"
 REQUEST_ITEM = re.compile(r"^([^:,\s]+):(\d+)$")  # one "<name>:<count>" of a flavor's pci_passthrough:alias
 
 
@@ -72,3 +75,18 @@ def parse_request(value):
             raise ValueError(f"'{item}' asks for {count} devices; COUNT must be a positive integer")
         items.append((match.group(1), count))
     return items
+
+
+def flavor_request(flavor):
+    """``[(alias, count), ...]`` a declared flavor (an item of ``cloud_flavors``) asks for with ``FLAVOR_SPEC``;
+    ``[]`` for a flavor without one, and for one the cloud phase refuses (not a mapping, extra specs not a mapping,
+    a malformed value): that phase names it, the rules that read requests count it for nothing."""
+    if not isinstance(flavor, Mapping) or not isinstance(flavor.get("extra_specs"), Mapping):
+        return []
+    value = flavor["extra_specs"].get(FLAVOR_SPEC)
+    if value is None:
+        return []
+    try:
+        return parse_request(value)
+    except ValueError:
+        return []
